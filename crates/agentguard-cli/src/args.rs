@@ -1,0 +1,207 @@
+//! The command-line surface of `agentguard`, exactly as DESIGN.md spells it.
+//!
+//! Scripts outside this repository depend on these words, so every subcommand and flag of the
+//! contract is declared here, including those whose implementation lands in a later issue
+//! (they refuse to run, saying so, rather than pretend).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// AgentGuard: isolation for an AI agent's tool calls.
+///
+/// Containers run only allowlisted commands with every hardening default on; DNS pinning and
+/// an allowlisting egress proxy limit the network; every decision can be audited.
+#[derive(Debug, Parser)]
+#[command(name = "agentguard", version, propagate_version = true)]
+pub(crate) struct Cli {
+    /// More diagnostics on stderr (-v info, -vv debug, -vvv trace); AGENTGUARD_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub(crate) verbose: u8,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run an allowlisted command NAME in a hardened container.
+    Run(RunArgs),
+    /// Run the allowlisting CONNECT proxy.
+    EgressProxy(EgressProxyArgs),
+    /// Fetch an HTTPS URL with DNS pinning: every resolved address must be public.
+    Fetch(FetchArgs),
+    /// Say whether IP addresses are public, naming the range of each non-public one. Never dials.
+    Classify(ClassifyArgs),
+    /// Verify or show an audit log.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Check engines, runtimes (runsc), cgroups, and limits that would not apply.
+    Doctor,
+    /// Remove containers left behind by a crashed run.
+    Gc(GcArgs),
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+impl Command {
+    /// The subcommand as typed.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Command::Run(_) => "run",
+            Command::EgressProxy(_) => "egress-proxy",
+            Command::Fetch(_) => "fetch",
+            Command::Classify(_) => "classify",
+            Command::Audit(AuditCommand::Verify(_)) => "audit verify",
+            Command::Audit(AuditCommand::Show(_)) => "audit show",
+            Command::Doctor => "doctor",
+            Command::Gc(_) => "gc",
+            Command::Completions { .. } => "completions",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
+pub(crate) struct RunArgs {
+    /// The config file.
+    #[arg(long, env = "AGENTGUARD_CONFIG", default_value = "agentguard.toml")]
+    pub(crate) config: PathBuf,
+    /// The allowlisted command name.
+    pub(crate) name: String,
+    /// Print one JSON object with the result instead of streaming the output.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Print the engine argv and exit without running anything.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
+pub(crate) struct EgressProxyArgs {
+    /// An allowed host or pattern (`pkgs.example.com`, `*.example.com`, `*`); repeatable.
+    #[arg(long, value_name = "HOST")]
+    pub(crate) allow: Vec<String>,
+    /// An allowed port (default: 443 only); repeatable.
+    #[arg(long, value_name = "PORT")]
+    pub(crate) allow_port: Vec<u16>,
+    /// The address to listen on.
+    #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
+    pub(crate) bind: String,
+    /// The port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 3128)]
+    pub(crate) port: u16,
+    /// Append every decision to this audit log.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit: Option<PathBuf>,
+    /// Use these DNS servers instead of the system resolver; repeatable.
+    #[arg(long, value_name = "IP:PORT")]
+    pub(crate) nameserver: Vec<String>,
+    /// Treat this range as reachable even if non-public; repeatable.
+    #[arg(long, value_name = "CIDR")]
+    pub(crate) allow_cidr: Vec<String>,
+    /// Maximum concurrent connections.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_connections: Option<usize>,
+    /// Upstream connect timeout in seconds.
+    #[arg(long, value_name = "S")]
+    pub(crate) connect_timeout: Option<u64>,
+    /// Tunnel idle timeout in seconds.
+    #[arg(long, value_name = "S")]
+    pub(crate) idle_timeout: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
+pub(crate) struct FetchArgs {
+    /// The https:// URL.
+    pub(crate) url: String,
+    /// An allowed host or pattern; repeatable.
+    #[arg(long, value_name = "HOST")]
+    pub(crate) allow: Vec<String>,
+    /// An allowed port (default: 443 only); repeatable.
+    #[arg(long, value_name = "PORT")]
+    pub(crate) allow_port: Vec<u16>,
+    /// Largest response body accepted, in bytes.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_bytes: Option<u64>,
+    /// Extra trust roots (PEM).
+    #[arg(long, value_name = "PEM")]
+    pub(crate) ca_file: Option<PathBuf>,
+    /// Use these DNS servers instead of the system resolver; repeatable.
+    #[arg(long, value_name = "IP:PORT")]
+    pub(crate) nameserver: Vec<String>,
+    /// Treat this range as reachable even if non-public; repeatable.
+    #[arg(long, value_name = "CIDR")]
+    pub(crate) allow_cidr: Vec<String>,
+    /// Append the decision to this audit log.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit: Option<PathBuf>,
+    /// Print one JSON object (status, headers, body, address dialed).
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ClassifyArgs {
+    /// IP addresses: IPv4 (also in the decimal, octal, hex and short forms URL parsers
+    /// accept), IPv6, or bracketed IPv6.
+    #[arg(required = true, value_name = "IP")]
+    pub(crate) addresses: Vec<String>,
+    /// Print one JSON object per line instead of tab-separated text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AuditCommand {
+    /// Verify the hash chain (and HMAC) of an audit log; names the first bad line.
+    Verify(AuditVerifyArgs),
+    /// Show an audit log as a table or as JSON, verifying as it reads.
+    Show(AuditShowArgs),
+}
+
+#[derive(Debug, Args)]
+#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
+pub(crate) struct AuditVerifyArgs {
+    /// The audit log.
+    pub(crate) file: PathBuf,
+    /// Environment variable holding the HMAC key.
+    #[arg(long, value_name = "VAR")]
+    pub(crate) key_env: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+#[allow(dead_code, reason = "read by `audit show` once its issue lands")]
+pub(crate) enum DecisionFilter {
+    Allow,
+    Deny,
+}
+
+#[derive(Debug, Args)]
+#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
+pub(crate) struct AuditShowArgs {
+    /// The audit log.
+    pub(crate) file: PathBuf,
+    /// Only events with this decision.
+    #[arg(long)]
+    pub(crate) decision: Option<DecisionFilter>,
+    /// Only events of this kind.
+    #[arg(long, value_name = "K")]
+    pub(crate) kind: Option<String>,
+    /// Print the raw events.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
+pub(crate) struct GcArgs {
+    /// List what would be removed without removing it.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}

@@ -1,0 +1,18 @@
+//! The exit codes of `agentguard`, in one place; integration tests assert them.
+//!
+//! `agentguard run` will pass the command's own exit status through, like `docker run` and
+//! `chroot`, so agentguard's own codes sit at the top of the range where a tool rarely lands.
+
+use std::process::ExitCode;
+
+/// Everything asked for was done (for `classify`: every argument was classified).
+pub(crate) const SUCCESS: u8 = 0;
+/// The command line or its input was not understood (clap usage errors use this too).
+pub(crate) const USAGE: u8 = 2;
+/// agentguard itself, or a container engine, failed; also a subcommand this build lacks.
+pub(crate) const ERROR: u8 = 125;
+
+/// Converts a code to `ExitCode`.
+pub(crate) fn code(value: u8) -> ExitCode {
+    ExitCode::from(value)
+}

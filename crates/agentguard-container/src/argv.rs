@@ -1,0 +1,153 @@
+//! Builds the docker/podman argv for a sandboxed command.
+//!
+//! Everything here is pure: `ContainerSpec + NAME -> Invocation`. The hardening flags are
+//! plain data, so they are golden-tested without an engine and shown by `--dry-run`, and the
+//! e2e suite runs exactly this argv on real engines. The only way to select an argv is an
+//! exact allowlisted NAME; nothing the caller passes at run time reaches the command line.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use agentguard_policy::Denial;
+
+use crate::engine::EngineKind;
+use crate::spec::{ContainerSpec, WorkspaceMode};
+
+/// Where the workspace appears inside the container.
+pub const WORKSPACE_TARGET: &str = "/workspace";
+
+/// A program and its arguments, ready to spawn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// The engine program.
+    pub program: PathBuf,
+    /// The arguments after the program.
+    pub args: Vec<OsString>,
+}
+
+impl Invocation {
+    /// The whole command line as text, one shell-safe word per argument, for `--dry-run` and
+    /// error messages.
+    pub fn display(&self) -> String {
+        std::iter::once(self.program.as_os_str())
+            .chain(self.args.iter().map(OsString::as_os_str))
+            .map(|a| shell_word(&a.to_string_lossy()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// Per-run values that are not part of the spec: the container's unique name and labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunIdentity {
+    /// The unique container name; a timeout or overflow kills the container by this name.
+    pub name: String,
+    /// Labels such as the owner pid and deadline, so stale containers can be swept.
+    pub labels: Vec<(String, String)>,
+}
+
+impl ContainerSpec {
+    /// The complete engine invocation for the allowlisted command `name`.
+    ///
+    /// Returns a `command_not_allowed` denial unless `name` is exactly an allowlisted name.
+    pub fn invocation(&self, name: &str, identity: &RunIdentity) -> Result<Invocation, Denial> {
+        let argv = self.commands.get(name)?;
+        let podman = self.engine.kind == EngineKind::Podman;
+        let mut args: Vec<String> = Vec::with_capacity(64);
+        let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_owned()));
+
+        // Podman's runtime selection is a global flag and must come before `run`.
+        if podman {
+            if let Some(runtime) = &self.runtime {
+                push(&["--runtime", runtime]);
+                if runtime == "runsc" {
+                    push(&["--runtime-flag", "network=none"]);
+                }
+            }
+        }
+        push(&["run", "--rm", "--init", "--name", &identity.name]);
+        for (key, value) in &identity.labels {
+            push(&["--label", &format!("{key}={value}")]);
+        }
+        push(&["--pull", "never", "--network", &self.network]);
+        if !podman {
+            if let Some(runtime) = &self.runtime {
+                push(&["--runtime", runtime]);
+            }
+        }
+
+        // Nothing outside the workspace and /tmp is writable.
+        push(&["--read-only"]);
+        let mut tmpfs = format!("/tmp:rw,noexec,nosuid,nodev,size={},mode=1777", self.tmpfs_size);
+        if podman {
+            // Podman otherwise adds writable /run, /var/tmp and /dev/shm, and copies the
+            // image's /tmp content into the tmpfs.
+            push(&["--read-only-tmpfs=false"]);
+            tmpfs.push_str(",notmpcopyup");
+        }
+        push(&["--tmpfs", &tmpfs]);
+
+        // No capabilities, no privilege escalation, never root.
+        push(&["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]);
+        push(&["--user", &self.user]);
+
+        // Resource limits; swap equal to memory means no swap.
+        push(&["--memory", &self.memory, "--memory-swap", &self.memory]);
+        push(&["--cpus", &self.cpus, "--pids-limit", &self.pids.to_string()]);
+        push(&["--ulimit", &format!("nofile={0}:{0}", self.nofile), "--ulimit", "core=0:0"]);
+        if podman {
+            // Podman sets a default nproc above this machine's hard limit; it counts per uid
+            // across the host, so --pids-limit stays the real per-container limit.
+            push(&["--ulimit", &format!("nproc={0}:{0}", self.nproc)]);
+        }
+
+        // Pitfalls from ENGINES.md: writable /dev/shm, logs on host disk, health checks that
+        // run extra commands, restarts, image volumes, host proxy variables.
+        push(&["--ipc", "none", "--log-driver", "none", "--restart", "no"]);
+        push(&["--oom-score-adj", "1000", "--no-healthcheck"]);
+        if podman {
+            push(&["--image-volume", "ignore", "--http-proxy=false"]);
+        }
+
+        if let Some(path) = &self.workspace {
+            let source = path.to_string_lossy();
+            let readonly = match (self.workspace_mode, podman) {
+                (WorkspaceMode::ReadWrite, _) => "",
+                (WorkspaceMode::ReadOnly, true) => ",ro=true",
+                (WorkspaceMode::ReadOnly, false) => ",readonly",
+            };
+            push(&[
+                "--mount",
+                &format!("type=bind,source={source},target={WORKSPACE_TARGET}{readonly}"),
+                "--workdir",
+                WORKSPACE_TARGET,
+            ]);
+        }
+
+        // Only KEY=VALUE pairs from the spec: a bare `--env KEY` would copy the host's value.
+        for (key, value) in &self.environment {
+            push(&["--env", &format!("{key}={value}")]);
+        }
+
+        // The image's ENTRYPOINT could reinterpret the argv, so argv[0] replaces it.
+        push(&["--entrypoint", &argv[0], &self.image]);
+        args.extend(argv[1..].iter().cloned());
+
+        Ok(Invocation {
+            program: self.engine.program.clone(),
+            args: args.into_iter().map(OsString::from).collect(),
+        })
+    }
+}

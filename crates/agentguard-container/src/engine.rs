@@ -1,0 +1,79 @@
+//! Which container engine CLI to drive: Docker or Podman, by name or by path.
+//!
+//! The two CLIs differ in ways that matter for hardening (Podman's `--runtime` is a global
+//! flag, its read-only mode adds writable tmpfs mounts unless told not to), so the kind is
+//! decided once, here, and the argv builder branches on it.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Result, invalid};
+
+/// The engine family, which decides the argv dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EngineKind {
+    /// The Docker CLI (`docker`).
+    Docker,
+    /// The Podman CLI (`podman`).
+    Podman,
+}
+
+impl EngineKind {
+    /// The conventional program name.
+    pub fn program_name(self) -> &'static str {
+        match self {
+            EngineKind::Docker => "docker",
+            EngineKind::Podman => "podman",
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.program_name())
+    }
+}
+
+/// An engine CLI: its kind and the program to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Engine {
+    /// The argv dialect.
+    pub kind: EngineKind,
+    /// The program: a bare name looked up on `PATH`, or a path.
+    pub program: PathBuf,
+}
+
+impl Engine {
+    /// `docker`, `podman`, or a path whose file name is `docker` or `podman` (optionally with
+    /// a suffix such as `docker-20.10`). Anything else is refused: the argv dialect must be
+    /// known, never guessed.
+    pub fn parse(value: &str) -> Result<Engine> {
+        let file = Path::new(value)
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default();
+        let kind = if file == "docker" || file.starts_with("docker-") {
+            EngineKind::Docker
+        } else if file == "podman" || file.starts_with("podman-") {
+            EngineKind::Podman
+        } else {
+            return Err(invalid(
+                "engine",
+                value,
+                "expected `docker`, `podman`, or a path to one of them",
+            ));
+        };
+        Ok(Engine {
+            kind,
+            program: PathBuf::from(value),
+        })
+    }
+
+    /// The engine of this kind, found on `PATH`.
+    pub fn of_kind(kind: EngineKind) -> Engine {
+        Engine {
+            kind,
+            program: PathBuf::from(kind.program_name()),
+        }
+    }
+}

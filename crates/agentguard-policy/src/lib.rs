@@ -1,0 +1,31 @@
+//! Pure policy for AgentGuard: every "may this happen" decision, and no I/O at all.
+//!
+//! This crate owns the command allowlist, host patterns and the canonical host form, port
+//! sets, and the classifier that decides which IP addresses are public. It has no async
+//! runtime, opens no sockets and reads no files, so a single table-driven test suite covers
+//! every decision, and every other crate asks the same questions the same way.
+//!
+//! Denials are values ([`Denial`], with a stable [`Reason`] code); errors ([`Error`]) mean
+//! the input could not be understood.
+
+#![warn(missing_docs)]
+
+mod addr;
+mod command;
+mod decision;
+mod error;
+mod host;
+mod port;
+mod target;
+
+pub use addr::{AddrPermit, AddressPolicy, Class, Embedding, SpecialRange, classify, parse_cidr};
+pub use command::{CommandAllowlist, MAX_COMMAND_NAME_LEN};
+pub use decision::{Denial, Reason};
+pub use error::{Error, HostErrorKind, Result};
+pub use host::{DomainName, Host, HostAllowlist, HostPattern};
+pub use ipnet::IpNet;
+pub use port::{DEFAULT_PORT, PortSet};
+pub use target::{TargetPermit, TargetPolicy};
+
+#[cfg(test)]
+mod tests;
