@@ -1,1 +1,53 @@
-fn main() {}
+//! Project automation for AgentGuard: `cargo xtask ci | e2e | demo | setup | tidy`.
+//!
+//! The set-up of container engines lives here once, shared by `demo`, `ci` and `.ci/run`, so
+//! the two README commands work on a fresh Debian machine and CI runs exactly what a developer
+//! runs. Real engines only: nothing in this crate fakes Docker, Podman or gVisor.
+
+mod ci;
+mod cmd;
+mod demo;
+mod e2e;
+mod image;
+mod setup;
+mod tidy;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  setup                         install and start what the tests need (Debian, as root)
+  e2e [--require LIST]          hardened containers on every engine found; LIST is a comma
+                                list of docker,podman,runsc that must not be skipped
+  ci                            fmt check, clippy -D warnings, workspace tests, tidy, then
+                                e2e --require docker,podman,runsc (runs setup first)
+  demo                          set up, then show the isolation layers working on this machine
+  tidy                          repository hygiene checks (also run by `cargo test`)";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("setup") => setup::run().map(|_| ()),
+        Some("e2e") => e2e::run(&args[1..]),
+        Some("ci") => ci::run(),
+        Some("demo") => demo::run(),
+        Some("tidy") => tidy::run(),
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

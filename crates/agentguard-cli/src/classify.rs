@@ -30,6 +30,7 @@ pub(crate) fn run(args: &ClassifyArgs) -> anyhow::Result<u8> {
     }
     let lines = parsed.into_iter().map(|(arg, ip)| {
         let class = classify(ip);
+        tracing::debug!(address = %ip, %class, "classified");
         if args.json {
             json_line(arg, ip, &class)
         } else {

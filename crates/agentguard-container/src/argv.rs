@@ -90,7 +90,10 @@ impl ContainerSpec {
 
         // Nothing outside the workspace and /tmp is writable.
         push(&["--read-only"]);
-        let mut tmpfs = format!("/tmp:rw,noexec,nosuid,nodev,size={},mode=1777", self.tmpfs_size);
+        let mut tmpfs = format!(
+            "/tmp:rw,noexec,nosuid,nodev,size={},mode=1777",
+            self.tmpfs_size
+        );
         if podman {
             // Podman otherwise adds writable /run, /var/tmp and /dev/shm, and copies the
             // image's /tmp content into the tmpfs.
@@ -106,7 +109,12 @@ impl ContainerSpec {
         // Resource limits; swap equal to memory means no swap.
         push(&["--memory", &self.memory, "--memory-swap", &self.memory]);
         push(&["--cpus", &self.cpus, "--pids-limit", &self.pids.to_string()]);
-        push(&["--ulimit", &format!("nofile={0}:{0}", self.nofile), "--ulimit", "core=0:0"]);
+        push(&[
+            "--ulimit",
+            &format!("nofile={0}:{0}", self.nofile),
+            "--ulimit",
+            "core=0:0",
+        ]);
         if podman {
             // Podman sets a default nproc above this machine's hard limit; it counts per uid
             // across the host, so --pids-limit stays the real per-container limit.

@@ -22,7 +22,11 @@ pub enum Error {
     Policy(#[from] agentguard_policy::Error),
 }
 
-pub(crate) fn invalid(field: &'static str, value: impl Into<String>, reason: impl Into<String>) -> Error {
+pub(crate) fn invalid(
+    field: &'static str,
+    value: impl Into<String>,
+    reason: impl Into<String>,
+) -> Error {
     Error::Invalid {
         field,
         value: value.into(),

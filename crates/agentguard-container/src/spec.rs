@@ -211,7 +211,11 @@ impl ContainerSpecBuilder {
         validate_size("tmpfs_size", &self.tmpfs_size, 4096)?;
         validate_cpus(&self.cpus)?;
         if self.pids == 0 {
-            return Err(invalid("pids", "0", "at least 1 process is needed; the default is 128"));
+            return Err(invalid(
+                "pids",
+                "0",
+                "at least 1 process is needed; the default is 128",
+            ));
         }
         for (key, value) in &self.environment {
             validate_env(key, value)?;
@@ -238,16 +242,28 @@ impl ContainerSpecBuilder {
 
 fn validate_image(image: &str) -> Result<()> {
     if image.is_empty() {
-        return Err(invalid("image", image, "the image is empty; name a local image such as localhost/tools:latest"));
+        return Err(invalid(
+            "image",
+            image,
+            "the image is empty; name a local image such as localhost/tools:latest",
+        ));
     }
     if image.starts_with('-') {
-        return Err(invalid("image", image, "an image reference cannot start with `-`"));
+        return Err(invalid(
+            "image",
+            image,
+            "an image reference cannot start with `-`",
+        ));
     }
     if let Some(c) = image
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@')))
     {
-        return Err(invalid("image", image, format!("character {c:?} is not allowed in an image reference")));
+        return Err(invalid(
+            "image",
+            image,
+            format!("character {c:?} is not allowed in an image reference"),
+        ));
     }
     Ok(())
 }
@@ -261,20 +277,41 @@ fn validate_token(field: &'static str, value: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(invalid(field, value, "use letters, digits, `_`, `-` and `.`, not starting with `-`"))
+        Err(invalid(
+            field,
+            value,
+            "use letters, digits, `_`, `-` and `.`, not starting with `-`",
+        ))
     }
 }
 
 fn validate_workspace(path: &std::path::Path) -> Result<()> {
     let text = path.to_str().ok_or_else(|| {
-        invalid("workspace", path.to_string_lossy(), "the path is not valid UTF-8")
+        invalid(
+            "workspace",
+            path.to_string_lossy(),
+            "the path is not valid UTF-8",
+        )
     })?;
     if !path.is_absolute() {
-        return Err(invalid("workspace", text, "the workspace must be an absolute path"));
+        return Err(invalid(
+            "workspace",
+            text,
+            "the workspace must be an absolute path",
+        ));
     }
     // The path is embedded in `--mount type=bind,source=...`, where `,` and `=` are syntax.
-    if let Some(c) = text.chars().find(|c| matches!(c, ',' | '=' | '\0' | '\n' | ':')) {
-        return Err(invalid("workspace", text, format!("character {c:?} cannot be passed safely to the engine's mount syntax; rename the directory")));
+    if let Some(c) = text
+        .chars()
+        .find(|c| matches!(c, ',' | '=' | '\0' | '\n' | ':'))
+    {
+        return Err(invalid(
+            "workspace",
+            text,
+            format!(
+                "character {c:?} cannot be passed safely to the engine's mount syntax; rename the directory"
+            ),
+        ));
     }
     Ok(())
 }
@@ -295,7 +332,11 @@ fn validate_user(user: &str) -> Result<()> {
         .split_once(':')
         .and_then(|(u, g)| Some((u.parse::<u32>().ok()?, g.parse::<u32>().ok()?)));
     match parsed {
-        None => Err(invalid("user", user, "expected numeric `uid:gid`, for example 65534:65534")),
+        None => Err(invalid(
+            "user",
+            user,
+            "expected numeric `uid:gid`, for example 65534:65534",
+        )),
         Some((0, _)) | Some((_, 0)) => Err(invalid(
             "user",
             user,
@@ -324,7 +365,11 @@ pub(crate) fn parse_size(value: &str) -> Option<u64> {
 
 fn validate_size(field: &'static str, value: &str, minimum: u64) -> Result<()> {
     match parse_size(value) {
-        None => Err(invalid(field, value, "expected a size such as 512m, 1g or 65536 (bytes)")),
+        None => Err(invalid(
+            field,
+            value,
+            "expected a size such as 512m, 1g or 65536 (bytes)",
+        )),
         Some(bytes) if bytes < minimum => Err(invalid(
             field,
             value,
@@ -341,7 +386,11 @@ fn validate_cpus(value: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(invalid("cpus", value, "expected a positive number such as 1 or 0.5"))
+        Err(invalid(
+            "cpus",
+            value,
+            "expected a positive number such as 1 or 0.5",
+        ))
     }
 }
 
@@ -352,11 +401,19 @@ fn validate_env(key: &str, value: &str) -> Result<()> {
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !key_ok {
-        return Err(invalid("environment", key, "a variable name is letters, digits and `_`, not starting with a digit"));
+        return Err(invalid(
+            "environment",
+            key,
+            "a variable name is letters, digits and `_`, not starting with a digit",
+        ));
     }
     if value.contains('\0') || value.contains('\n') {
         // The value is not echoed: environment values may be secrets.
-        return Err(invalid("environment", key, "the value of this variable contains a NUL or newline"));
+        return Err(invalid(
+            "environment",
+            key,
+            "the value of this variable contains a NUL or newline",
+        ));
     }
     Ok(())
 }

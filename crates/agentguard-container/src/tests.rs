@@ -35,7 +35,9 @@ fn check_golden(file: &str, spec: &ContainerSpec) {
         text.push_str(&arg.to_string_lossy());
         text.push('\n');
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(file);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(file);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, &text).unwrap();
@@ -47,22 +49,34 @@ fn check_golden(file: &str, spec: &ContainerSpec) {
 
 #[test]
 fn golden_docker_default_ro() {
-    check_golden("docker-default-ro.txt", &spec("docker", None, WorkspaceMode::ReadOnly));
+    check_golden(
+        "docker-default-ro.txt",
+        &spec("docker", None, WorkspaceMode::ReadOnly),
+    );
 }
 
 #[test]
 fn golden_docker_runsc_rw() {
-    check_golden("docker-runsc-rw.txt", &spec("docker", Some("runsc"), WorkspaceMode::ReadWrite));
+    check_golden(
+        "docker-runsc-rw.txt",
+        &spec("docker", Some("runsc"), WorkspaceMode::ReadWrite),
+    );
 }
 
 #[test]
 fn golden_podman_runc_ro() {
-    check_golden("podman-runc-ro.txt", &spec("podman", Some("runc"), WorkspaceMode::ReadOnly));
+    check_golden(
+        "podman-runc-ro.txt",
+        &spec("podman", Some("runc"), WorkspaceMode::ReadOnly),
+    );
 }
 
 #[test]
 fn golden_podman_runsc_rw() {
-    check_golden("podman-runsc-rw.txt", &spec("/usr/bin/podman", Some("runsc"), WorkspaceMode::ReadWrite));
+    check_golden(
+        "podman-runsc-rw.txt",
+        &spec("/usr/bin/podman", Some("runsc"), WorkspaceMode::ReadWrite),
+    );
 }
 
 fn args(spec: &ContainerSpec) -> Vec<String> {
@@ -78,7 +92,10 @@ fn args(spec: &ContainerSpec) -> Vec<String> {
 fn podman_global_flags_come_before_run() {
     let a = args(&spec("podman", Some("runsc"), WorkspaceMode::ReadOnly));
     let run = a.iter().position(|x| x == "run").unwrap();
-    assert_eq!(&a[..run], ["--runtime", "runsc", "--runtime-flag", "network=none"]);
+    assert_eq!(
+        &a[..run],
+        ["--runtime", "runsc", "--runtime-flag", "network=none"]
+    );
     let d = args(&spec("docker", Some("runsc"), WorkspaceMode::ReadOnly));
     assert_eq!(d[0], "run", "docker takes --runtime after run");
 }
@@ -86,13 +103,31 @@ fn podman_global_flags_come_before_run() {
 #[test]
 fn the_allowlisted_argv_is_the_tail_and_the_entrypoint_is_argv0() {
     let a = args(&spec("docker", None, WorkspaceMode::ReadOnly));
-    assert_eq!(&a[a.len() - 6..], ["--entrypoint", "python3", "localhost/tools:latest", "-m", "pytest", "-q"]);
+    assert_eq!(
+        &a[a.len() - 6..],
+        [
+            "--entrypoint",
+            "python3",
+            "localhost/tools:latest",
+            "-m",
+            "pytest",
+            "-q"
+        ]
+    );
 }
 
 #[test]
 fn only_an_exact_name_selects_an_argv() {
     let s = spec("docker", None, WorkspaceMode::ReadOnly);
-    for name in ["run_tests ", "RUN_TESTS", "run", "--privileged", "run_tests --privileged", "sh -c id", ""] {
+    for name in [
+        "run_tests ",
+        "RUN_TESTS",
+        "run",
+        "--privileged",
+        "run_tests --privileged",
+        "sh -c id",
+        "",
+    ] {
         let denial = s.invocation(name, &identity()).unwrap_err();
         assert_eq!(denial.reason.code(), "command_not_allowed", "{name:?}");
     }
@@ -112,11 +147,23 @@ fn invalid_values_name_field_and_value() {
     let base = || ContainerSpec::builder("localhost/tools:latest").command("t", ["true"]);
     let cases: Vec<(ContainerSpecBuilder, &str)> = vec![
         (ContainerSpec::builder(""), "`image` value \"\""),
-        (ContainerSpec::builder("--privileged"), "`image` value \"--privileged\""),
-        (ContainerSpec::builder("img name"), "`image` value \"img name\""),
-        (base().user("0:0"), "`user` value \"0:0\": the container never runs as root"),
+        (
+            ContainerSpec::builder("--privileged"),
+            "`image` value \"--privileged\"",
+        ),
+        (
+            ContainerSpec::builder("img name"),
+            "`image` value \"img name\"",
+        ),
+        (
+            base().user("0:0"),
+            "`user` value \"0:0\": the container never runs as root",
+        ),
         (base().user("1000:0"), "`user` value \"1000:0\""),
-        (base().user("nobody"), "`user` value \"nobody\": expected numeric"),
+        (
+            base().user("nobody"),
+            "`user` value \"nobody\": expected numeric",
+        ),
         (base().memory("lots"), "`memory` value \"lots\""),
         (base().memory("1k"), "`memory` value \"1k\": at least"),
         (base().tmpfs_size("64q"), "`tmpfs_size` value \"64q\""),
@@ -124,22 +171,52 @@ fn invalid_values_name_field_and_value() {
         (base().cpus("-1"), "`cpus` value \"-1\""),
         (base().cpus("inf"), "`cpus` value \"inf\""),
         (base().pids(0), "`pids` value \"0\""),
-        (base().network("host"), "`network` value \"host\": sharing the host's"),
-        (base().network("container:x"), "`network` value \"container:x\""),
-        (base().runtime("--privileged"), "`runtime` value \"--privileged\""),
-        (base().workspace("relative/dir"), "`workspace` value \"relative/dir\": the workspace must be an absolute path"),
-        (base().workspace("/a,readonly=false"), "`workspace` value \"/a,readonly=false\""),
+        (
+            base().network("host"),
+            "`network` value \"host\": sharing the host's",
+        ),
+        (
+            base().network("container:x"),
+            "`network` value \"container:x\"",
+        ),
+        (
+            base().runtime("--privileged"),
+            "`runtime` value \"--privileged\"",
+        ),
+        (
+            base().workspace("relative/dir"),
+            "`workspace` value \"relative/dir\": the workspace must be an absolute path",
+        ),
+        (
+            base().workspace("/a,readonly=false"),
+            "`workspace` value \"/a,readonly=false\"",
+        ),
         (base().env("1BAD", "x"), "`environment` value \"1BAD\""),
-        (base().env("GOOD", "secret\0value"), "`environment` value \"GOOD\""),
-        (ContainerSpec::builder("img").command("bad name", ["true"]), "invalid command \"bad name\""),
+        (
+            base().env("GOOD", "secret\0value"),
+            "`environment` value \"GOOD\"",
+        ),
+        (
+            ContainerSpec::builder("img").command("bad name", ["true"]),
+            "invalid command \"bad name\"",
+        ),
     ];
     for (builder, needle) in cases {
         let err = builder.build().unwrap_err().to_string();
         assert!(err.contains(needle), "want {needle:?} in {err:?}");
-        assert!(!err.contains("secret"), "an environment value leaked into {err:?}");
+        assert!(
+            !err.contains("secret"),
+            "an environment value leaked into {err:?}"
+        );
     }
     assert!(Engine::parse("nerdctl").is_err());
-    assert_eq!(Engine::parse("/opt/bin/podman").unwrap().kind, EngineKind::Podman);
-    assert_eq!(WorkspaceMode::parse("rw").unwrap(), WorkspaceMode::ReadWrite);
+    assert_eq!(
+        Engine::parse("/opt/bin/podman").unwrap().kind,
+        EngineKind::Podman
+    );
+    assert_eq!(
+        WorkspaceMode::parse("rw").unwrap(),
+        WorkspaceMode::ReadWrite
+    );
     assert!(WorkspaceMode::parse("RW").is_err());
 }

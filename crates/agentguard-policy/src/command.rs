@@ -67,7 +67,11 @@ impl CommandAllowlist {
                 Reason::CommandNotAllowed,
                 format!(
                     "command {name:?} is not on the allowlist; allowed names: {}",
-                    if known.is_empty() { "(none)".to_owned() } else { known.join(", ") }
+                    if known.is_empty() {
+                        "(none)".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
                 ),
             )
         })
@@ -94,7 +98,9 @@ fn validate_name(name: &str) -> std::result::Result<(), String> {
         return Err("the name is empty".into());
     }
     if name.len() > MAX_COMMAND_NAME_LEN {
-        return Err(format!("the name is longer than {MAX_COMMAND_NAME_LEN} characters"));
+        return Err(format!(
+            "the name is longer than {MAX_COMMAND_NAME_LEN} characters"
+        ));
     }
     let first = name.as_bytes()[0];
     if !first.is_ascii_alphanumeric() {
@@ -113,7 +119,10 @@ fn validate_name(name: &str) -> std::result::Result<(), String> {
 
 fn validate_argv(argv: &[String]) -> std::result::Result<(), String> {
     let Some(program) = argv.first() else {
-        return Err("the argv is empty; give at least the program, e.g. [\"python3\", \"-m\", \"pytest\"]".into());
+        return Err(
+            "the argv is empty; give at least the program, e.g. [\"python3\", \"-m\", \"pytest\"]"
+                .into(),
+        );
     };
     if program.is_empty() {
         return Err("argv[0] (the program) is empty".into());

@@ -81,7 +81,9 @@ pub enum HostErrorKind {
     #[error("not a valid internationalized domain name (IDNA/punycode conversion failed)")]
     Idna,
     /// The name ends in a number, so it is an IPv4 literal, but not a valid one.
-    #[error("the name ends in a number, so it is read as an IPv4 address, but it is not a valid one")]
+    #[error(
+        "the name ends in a number, so it is read as an IPv4 address, but it is not a valid one"
+    )]
     BadIpv4,
     /// A bracketed IPv6 literal is malformed.
     #[error("not a valid IPv6 literal (zone identifiers are not accepted)")]

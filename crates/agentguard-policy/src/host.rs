@@ -210,16 +210,14 @@ fn parse_ipv4_number(part: &str) -> Option<u64> {
     if part.is_empty() {
         return None;
     }
-    let (digits, radix) = if let Some(hex) = part
-        .strip_prefix("0x")
-        .or_else(|| part.strip_prefix("0X"))
-    {
-        (hex, 16)
-    } else if part.len() > 1 && part.starts_with('0') {
-        (&part[1..], 8)
-    } else {
-        (part, 10)
-    };
+    let (digits, radix) =
+        if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+            (hex, 16)
+        } else if part.len() > 1 && part.starts_with('0') {
+            (&part[1..], 8)
+        } else {
+            (part, 10)
+        };
     if digits.is_empty() {
         return Some(0);
     }
@@ -335,11 +333,14 @@ impl HostAllowlist {
                 format!("{ip} is an IP literal; only host names on the allowlist may be reached"),
             ));
         }
-        self.patterns.iter().find(|p| p.matches(host)).ok_or_else(|| {
-            Denial::new(
-                Reason::DomainNotAllowed,
-                format!("host {host} matches no allowlist pattern"),
-            )
-        })
+        self.patterns
+            .iter()
+            .find(|p| p.matches(host))
+            .ok_or_else(|| {
+                Denial::new(
+                    Reason::DomainNotAllowed,
+                    format!("host {host} matches no allowlist pattern"),
+                )
+            })
     }
 }

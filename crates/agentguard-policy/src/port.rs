@@ -33,7 +33,9 @@ impl PortSet {
         if set.is_empty() {
             return Err(Error::Port {
                 value: String::new(),
-                reason: "the port set is empty; name at least one port, or omit it for the default 443".into(),
+                reason:
+                    "the port set is empty; name at least one port, or omit it for the default 443"
+                        .into(),
             });
         }
         Ok(PortSet(set))

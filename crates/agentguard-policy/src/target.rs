@@ -55,7 +55,9 @@ impl TargetPolicy {
                 Err(if class.is_public() {
                     Denial::new(
                         Reason::IpLiteralNotAllowed,
-                        format!("{ip} is an IP literal; only host names on the allowlist may be reached"),
+                        format!(
+                            "{ip} is an IP literal; only host names on the allowlist may be reached"
+                        ),
                     )
                 } else {
                     Denial::new(

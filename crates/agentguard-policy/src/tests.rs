@@ -9,7 +9,9 @@ use std::net::IpAddr;
 use crate::*;
 
 fn class_of(addr: &str) -> String {
-    let ip: IpAddr = addr.parse().unwrap_or_else(|e| panic!("bad test address {addr}: {e}"));
+    let ip: IpAddr = addr
+        .parse()
+        .unwrap_or_else(|e| panic!("bad test address {addr}: {e}"));
     match classify(ip) {
         Class::Public => "public".to_owned(),
         Class::NonPublic { range, .. } => range.name.to_owned(),
@@ -24,7 +26,11 @@ fn check_table(cases: &[(&str, &str)]) {
             (got != *want).then(|| format!("{addr}: want {want:?}, got {got:?}"))
         })
         .collect();
-    assert!(failures.is_empty(), "misclassified:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "misclassified:\n{}",
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -138,7 +144,10 @@ fn ipv6_special_purpose_registry() {
         ("64:ff9b::808:808", "ipv4-ipv6 translation (nat64)"),
         ("64:ff9b::ffff:ffff", "ipv4-ipv6 translation (nat64)"),
         ("64:ff9b:1::", "ipv4-ipv6 translation, local-use (nat64)"),
-        ("64:ff9b:1:ffff:ffff:ffff:ffff:ffff", "ipv4-ipv6 translation, local-use (nat64)"),
+        (
+            "64:ff9b:1:ffff:ffff:ffff:ffff:ffff",
+            "ipv4-ipv6 translation, local-use (nat64)",
+        ),
         ("100::", "discard-only address block"),
         ("100::ffff:ffff:ffff:ffff", "discard-only address block"),
         ("100:0:0:1::", "dummy ipv6 prefix"),
@@ -159,13 +168,22 @@ fn ipv6_special_purpose_registry() {
         ("2001:4:112::", "as112-v6"),
         ("2001:4:112:ffff:ffff:ffff:ffff:ffff", "as112-v6"),
         ("2001:10::", "deprecated (previously orchid)"),
-        ("2001:1f:ffff:ffff:ffff:ffff:ffff:ffff", "deprecated (previously orchid)"),
+        (
+            "2001:1f:ffff:ffff:ffff:ffff:ffff:ffff",
+            "deprecated (previously orchid)",
+        ),
         ("2001:20::", "orchidv2"),
         ("2001:2f:ffff:ffff:ffff:ffff:ffff:ffff", "orchidv2"),
         ("2001:30::", "drone remote id protocol entity tags (dets)"),
-        ("2001:3f:ffff:ffff:ffff:ffff:ffff:ffff", "drone remote id protocol entity tags (dets)"),
+        (
+            "2001:3f:ffff:ffff:ffff:ffff:ffff:ffff",
+            "drone remote id protocol entity tags (dets)",
+        ),
         ("2001:40::", "ietf protocol assignments"),
-        ("2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff", "ietf protocol assignments"),
+        (
+            "2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "ietf protocol assignments",
+        ),
         ("2001:200::", "public"),
         // Documentation, 6to4, AS112, 6bone.
         ("2001:db7:ffff:ffff:ffff:ffff:ffff:ffff", "public"),
@@ -179,31 +197,52 @@ fn ipv6_special_purpose_registry() {
         ("2003::", "public"),
         ("2620:4f:7fff:ffff:ffff:ffff:ffff:ffff", "public"),
         ("2620:4f:8000::", "direct delegation as112 service"),
-        ("2620:4f:8000:ffff:ffff:ffff:ffff:ffff", "direct delegation as112 service"),
+        (
+            "2620:4f:8000:ffff:ffff:ffff:ffff:ffff",
+            "direct delegation as112 service",
+        ),
         ("2620:4f:8001::", "public"),
         ("3ffd:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "public"),
         ("3ffe::", "6bone (returned)"),
-        ("3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "6bone (returned)"),
+        (
+            "3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "6bone (returned)",
+        ),
         ("3fff::", "documentation"),
         ("3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff", "documentation"),
         // 3fff:1000:: is past 3fff::/20 and still inside 2000::/3.
         ("3fff:1000::", "public"),
         // The edges of 2000::/3 and the blocks outside it.
-        ("1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "reserved by ietf"),
+        (
+            "1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "reserved by ietf",
+        ),
         ("2000::", "public"),
         ("2a00:1450::1", "public"),
         ("3fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "public"),
         ("4000::", "reserved by ietf"),
         ("5f00::", "segment routing (srv6) sids"),
-        ("5f00:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "segment routing (srv6) sids"),
-        ("fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "reserved by ietf"),
+        (
+            "5f00:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "segment routing (srv6) sids",
+        ),
+        (
+            "fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "reserved by ietf",
+        ),
         ("fc00::", "unique-local"),
         ("fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "unique-local"),
         ("fe00::", "reserved by ietf"),
         ("fe80::", "link-local unicast"),
-        ("febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "link-local unicast"),
+        (
+            "febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "link-local unicast",
+        ),
         ("fec0::", "site-local (deprecated)"),
-        ("feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "site-local (deprecated)"),
+        (
+            "feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "site-local (deprecated)",
+        ),
         ("ff00::", "multicast"),
         ("ff02::1", "multicast"),
         ("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "multicast"),
@@ -228,11 +267,21 @@ fn ipv4_mapped_is_classified_by_the_ipv4_inside() {
 
 #[test]
 fn every_non_public_verdict_names_its_range() {
-    for addr in ["10.0.0.1", "::1", "64:ff9b::808:808", "2002::1", "fe80::1", "::ffff:127.0.0.1"] {
+    for addr in [
+        "10.0.0.1",
+        "::1",
+        "64:ff9b::808:808",
+        "2002::1",
+        "fe80::1",
+        "::ffff:127.0.0.1",
+    ] {
         let class = classify(addr.parse().unwrap());
         let text = class.to_string();
         assert!(!class.is_public(), "{addr} should be non-public");
-        assert!(text.contains('/'), "{addr}: verdict {text:?} does not name a CIDR");
+        assert!(
+            text.contains('/'),
+            "{addr}: verdict {text:?} does not name a CIDR"
+        );
     }
 }
 
@@ -250,8 +299,14 @@ fn operator_overrides() {
     );
     // IPv4-mapped forms hit the same overrides.
     assert!(policy.check(ip("::ffff:127.0.0.2")).is_ok());
-    assert_eq!(policy.check(ip("127.0.0.3")).unwrap_err().reason, Reason::NonPublicAddress);
-    assert_eq!(policy.check(ip("::ffff:127.0.0.3")).unwrap_err().reason, Reason::NonPublicAddress);
+    assert_eq!(
+        policy.check(ip("127.0.0.3")).unwrap_err().reason,
+        Reason::NonPublicAddress
+    );
+    assert_eq!(
+        policy.check(ip("::ffff:127.0.0.3")).unwrap_err().reason,
+        Reason::NonPublicAddress
+    );
     // A deny wins over the registry's "public" and over an allow.
     let denied = policy.check(ip("8.8.8.8")).unwrap_err();
     assert_eq!(denied.reason, Reason::NonPublicAddress);
@@ -263,7 +318,10 @@ fn operator_overrides() {
     // A bare address is a single-address block; host bits are cleared.
     assert_eq!(parse_cidr("127.0.0.2").unwrap().to_string(), "127.0.0.2/32");
     assert_eq!(
-        AddressPolicy::new().allow_cidr(parse_cidr("127.0.0.9/8").unwrap()).allowed_cidrs()[0].to_string(),
+        AddressPolicy::new()
+            .allow_cidr(parse_cidr("127.0.0.9/8").unwrap())
+            .allowed_cidrs()[0]
+            .to_string(),
         "127.0.0.0/8"
     );
     assert!(matches!(parse_cidr("10.0.0.0/33"), Err(Error::Cidr { .. })));
@@ -275,10 +333,15 @@ fn one_non_public_answer_refuses_the_whole_set() {
     let policy = AddressPolicy::new().allow_cidr(parse_cidr("127.0.0.2/32").unwrap());
     let ips = |list: &[&str]| -> Vec<IpAddr> { list.iter().map(|s| s.parse().unwrap()).collect() };
     assert!(policy.check_all(&ips(&["127.0.0.2", "1.1.1.1"])).is_ok());
-    let mixed = policy.check_all(&ips(&["127.0.0.2", "127.0.0.3"])).unwrap_err();
+    let mixed = policy
+        .check_all(&ips(&["127.0.0.2", "127.0.0.3"]))
+        .unwrap_err();
     assert_eq!(mixed.reason, Reason::NonPublicAddress);
     assert!(mixed.message.contains("127.0.0.3"), "{mixed}");
-    assert_eq!(policy.check_all(&[]).unwrap_err().reason, Reason::NoAddresses);
+    assert_eq!(
+        policy.check_all(&[]).unwrap_err().reason,
+        Reason::NoAddresses
+    );
 }
 
 fn host(input: &str) -> String {
@@ -310,7 +373,10 @@ fn canonical_host_form() {
         ("XN--BCHER-KVA.example", "name xn--bcher-kva.example"),
         ("xn--a.example", "error Idna"),
         // Characters that let parsers disagree.
-        ("evil.example.com%00.pkgs.example.com", "error ForbiddenChar('%')"),
+        (
+            "evil.example.com%00.pkgs.example.com",
+            "error ForbiddenChar('%')",
+        ),
         ("user@pkgs.example.com", "error ForbiddenChar('@')"),
         ("pkgs.example.com ", "error ForbiddenChar(' ')"),
         ("pkgs\texample.com", "error ForbiddenChar('\\t')"),
@@ -326,10 +392,22 @@ fn canonical_host_form() {
         ("pkgs.example.com:443", "error BadIpv6"),
         ("pkgs,example.com", "error ForbiddenChar(',')"),
         // Length limits.
-        (&format!("{}.example", "a".repeat(63)), &format!("name {}.example", "a".repeat(63))),
-        (&format!("{}.example", "a".repeat(64)), &format!("error LabelTooLong({:?})", "a".repeat(64))),
-        (&format!("{}example", "a.".repeat(123)), &format!("name {}example", "a.".repeat(123))),
-        (&format!("{}ab.example", "a.".repeat(123)), "error TooLong(256)"),
+        (
+            &format!("{}.example", "a".repeat(63)),
+            &format!("name {}.example", "a".repeat(63)),
+        ),
+        (
+            &format!("{}.example", "a".repeat(64)),
+            &format!("error LabelTooLong({:?})", "a".repeat(64)),
+        ),
+        (
+            &format!("{}example", "a.".repeat(123)),
+            &format!("name {}example", "a.".repeat(123)),
+        ),
+        (
+            &format!("{}ab.example", "a.".repeat(123)),
+            "error TooLong(256)",
+        ),
         (&"a".repeat(2000), "error TooLong(2000)"),
         // IPv4 in every WHATWG form is an IP, never a name.
         ("127.0.0.1", "ip 127.0.0.1"),
@@ -373,19 +451,28 @@ fn canonical_host_form() {
             (got != *want).then(|| format!("{input:?}: want {want}, got {got}"))
         })
         .collect();
-    assert!(failures.is_empty(), "wrong canonical form:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "wrong canonical form:\n{}",
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn host_display_is_canonical_and_joinable_with_a_port() {
-    assert_eq!(Host::parse("PKGS.example.com.").unwrap().to_string(), "pkgs.example.com");
+    assert_eq!(
+        Host::parse("PKGS.example.com.").unwrap().to_string(),
+        "pkgs.example.com"
+    );
     assert_eq!(Host::parse("0x7f.1").unwrap().to_string(), "127.0.0.1");
     assert_eq!(Host::parse("::1").unwrap().to_string(), "[::1]");
 }
 
 #[test]
 fn host_errors_name_the_value() {
-    let err = Host::parse("user@pkgs.example.com").unwrap_err().to_string();
+    let err = Host::parse("user@pkgs.example.com")
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         err,
         "invalid host \"user@pkgs.example.com\": character '@' is not allowed in a host name"
@@ -451,19 +538,34 @@ fn malformed_patterns_are_refused_with_a_reason() {
     ] {
         let err = HostPattern::parse(pattern).expect_err(pattern).to_string();
         assert!(err.contains(needle), "{pattern:?}: {err}");
-        assert!(err.contains(&format!("{pattern:?}")), "{pattern:?} not named in {err}");
+        assert!(
+            err.contains(&format!("{pattern:?}")),
+            "{pattern:?} not named in {err}"
+        );
     }
 }
 
 #[test]
 fn allowlist_decisions() {
-    assert_eq!(HostAllowlist::new(Vec::<String>::new()), Err(Error::EmptyHostAllowlist));
+    assert_eq!(
+        HostAllowlist::new(Vec::<String>::new()),
+        Err(Error::EmptyHostAllowlist)
+    );
     let list = HostAllowlist::new(["pkgs.example.com", "*.files.example.com"]).unwrap();
     let decide = |t: &str| list.check(&Host::parse(t).unwrap()).map(|p| p.to_string());
     assert_eq!(decide("pkgs.example.com"), Ok("pkgs.example.com".into()));
-    assert_eq!(decide("a.files.example.com"), Ok("*.files.example.com".into()));
-    assert_eq!(decide("files.example.com").unwrap_err().reason, Reason::DomainNotAllowed);
-    assert_eq!(decide("127.0.0.1").unwrap_err().reason, Reason::IpLiteralNotAllowed);
+    assert_eq!(
+        decide("a.files.example.com"),
+        Ok("*.files.example.com".into())
+    );
+    assert_eq!(
+        decide("files.example.com").unwrap_err().reason,
+        Reason::DomainNotAllowed
+    );
+    assert_eq!(
+        decide("127.0.0.1").unwrap_err().reason,
+        Reason::IpLiteralNotAllowed
+    );
 }
 
 #[test]
@@ -478,18 +580,38 @@ fn target_policy_checks_port_then_host_then_addresses() {
         decide(&policy, "PKGS.example.com", 443),
         Ok(("pkgs.example.com".into(), "pkgs.example.com".into()))
     );
-    assert_eq!(decide(&policy, "other.example.test", 443), Ok(("other.example.test".into(), "*".into())));
+    assert_eq!(
+        decide(&policy, "other.example.test", 443),
+        Ok(("other.example.test".into(), "*".into()))
+    );
     // The port is checked first, so a bad port on a bad host reports the port.
     assert_eq!(decide(&policy, "127.0.0.1", 22), Err("port_not_allowed"));
-    assert_eq!(decide(&policy, "pkgs.example.com", 80), Err("port_not_allowed"));
+    assert_eq!(
+        decide(&policy, "pkgs.example.com", 80),
+        Err("port_not_allowed")
+    );
     // Loopback in every literal form is refused as non-public, naming the range.
-    for literal in ["127.0.0.1", "2130706433", "0177.0.0.1", "0x7f.1", "127.1", "[::1]", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]"] {
-        let denial = policy.check_target(&Host::parse(literal).unwrap(), 443).unwrap_err();
+    for literal in [
+        "127.0.0.1",
+        "2130706433",
+        "0177.0.0.1",
+        "0x7f.1",
+        "127.1",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:7f00:1]",
+    ] {
+        let denial = policy
+            .check_target(&Host::parse(literal).unwrap(), 443)
+            .unwrap_err();
         assert_eq!(denial.reason, Reason::NonPublicAddress, "{literal}");
         assert!(denial.message.contains("loopback"), "{literal}: {denial}");
     }
     // A public literal is still not a name on the allowlist.
-    assert_eq!(decide(&policy, "8.8.8.8", 443), Err("ip_literal_not_allowed"));
+    assert_eq!(
+        decide(&policy, "8.8.8.8", 443),
+        Err("ip_literal_not_allowed")
+    );
     policy.ports = PortSet::new([443, 8443]).unwrap();
     assert!(decide(&policy, "pkgs.example.com", 8443).is_ok());
 }
@@ -500,7 +622,10 @@ fn port_sets() {
     assert!(PortSet::default().check(443).is_ok());
     let denial = PortSet::default().check(22).unwrap_err();
     assert_eq!(denial.reason, Reason::PortNotAllowed);
-    assert_eq!(denial.to_string(), "denied by policy (port_not_allowed): port 22 is not in the allowed ports {443}");
+    assert_eq!(
+        denial.to_string(),
+        "denied by policy (port_not_allowed): port 22 is not in the allowed ports {443}"
+    );
     assert!(PortSet::new([0, 443]).is_err());
     assert!(PortSet::new([]).is_err());
     assert_eq!(PortSet::parse_port("8443"), Ok(8443));
@@ -516,13 +641,36 @@ fn command_lookup_is_exact() {
         ("lint", vec!["ruff", "check", "."]),
     ])
     .unwrap();
-    assert_eq!(list.get("run_tests").unwrap(), ["python3", "-m", "pytest", "-q"]);
-    for near_miss in ["Run_Tests", "RUN_TESTS", "run_tests ", " run_tests", "run", "run_tests\0", "run_tests;id", "run_testsx", "", "lint\n"] {
+    assert_eq!(
+        list.get("run_tests").unwrap(),
+        ["python3", "-m", "pytest", "-q"]
+    );
+    for near_miss in [
+        "Run_Tests",
+        "RUN_TESTS",
+        "run_tests ",
+        " run_tests",
+        "run",
+        "run_tests\0",
+        "run_tests;id",
+        "run_testsx",
+        "",
+        "lint\n",
+    ] {
         let denial = list.get(near_miss).unwrap_err();
         assert_eq!(denial.reason, Reason::CommandNotAllowed, "{near_miss:?}");
-        assert!(denial.message.contains("allowed names: lint, run_tests"), "{denial}");
+        assert!(
+            denial.message.contains("allowed names: lint, run_tests"),
+            "{denial}"
+        );
     }
-    assert!(CommandAllowlist::new().get("x").unwrap_err().message.contains("(none)"));
+    assert!(
+        CommandAllowlist::new()
+            .get("x")
+            .unwrap_err()
+            .message
+            .contains("(none)")
+    );
 }
 
 #[test]
@@ -538,13 +686,16 @@ fn command_validation_says_what_is_wrong() {
         ("ok", &["sh", "-c", "a\0b"], "argv[2] contains a NUL byte"),
     ];
     for &(name, argv, needle) in bad {
-        let err = CommandAllowlist::from_pairs([(name, argv.to_vec())]).unwrap_err().to_string();
+        let err = CommandAllowlist::from_pairs([(name, argv.to_vec())])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(needle), "{name:?} {argv:?}: {err}");
         assert!(err.contains(&format!("{name:?}")), "name not in {err}");
     }
     let long = "a".repeat(65);
     assert!(CommandAllowlist::from_pairs([(long.as_str(), vec!["true"])]).is_err());
-    let dup = CommandAllowlist::from_pairs([("a", vec!["true"]), ("a", vec!["false"])]).unwrap_err();
+    let dup =
+        CommandAllowlist::from_pairs([("a", vec!["true"]), ("a", vec!["false"])]).unwrap_err();
     assert!(dup.to_string().contains("defined twice"), "{dup}");
 }
 

@@ -1,0 +1,23 @@
+# Runs inside the container under test (busybox sh) and prints one `key=value` line per
+# isolation property; `cargo xtask e2e` compares them with what the hardening promises.
+# Every probe must be able to fail: each one tries the forbidden thing and reports what happened.
+echo "uid=$(id -u)"
+echo "gid=$(id -g)"
+echo "capeff=$(awk '/^CapEff:/ {print $2}' /proc/self/status)"
+echo "capbnd=$(awk '/^CapBnd:/ {print $2}' /proc/self/status)"
+echo "nonewprivs=$(awk '/^NoNewPrivs:/ {print $2}' /proc/self/status)"
+echo "root_write=$(touch /scratch/probe 2>&1 && echo allowed)"
+echo "workspace_write=$(touch /workspace/probe-ws 2>&1 && echo allowed)"
+echo "workspace_read=$(cat /workspace/marker 2>&1)"
+echo "tmp_write=$(echo x > /tmp/probe && echo allowed)"
+cp /bin/busybox /tmp/probe-exec 2>/dev/null
+echo "tmp_exec=$(/tmp/probe-exec true 2>&1 && echo allowed)"
+echo "shm_write=$(touch /dev/shm/probe 2>&1 && echo allowed)"
+echo "interfaces=$(ls /sys/class/net | tr '\n' ' ')"
+echo "env_canary=${AGENTGUARD_E2E_CANARY:-absent}"
+echo "env_http_proxy=${HTTP_PROXY:-absent}${http_proxy:-}"
+echo "env_configured=${AGENTGUARD_E2E_CONFIGURED:-absent}"
+echo "pids_max=$(cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max 2>/dev/null || echo unavailable)"
+echo "memory_limit=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max 2>/dev/null || echo unavailable)"
+echo "pid1=$(tr '\0' ' ' < /proc/1/cmdline)"
+echo "done=1"

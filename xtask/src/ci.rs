@@ -1,0 +1,32 @@
+//! `cargo xtask ci`: everything CI checks, in the order a developer would want to see failures.
+//!
+//! Set-up first (so a fresh machine works), then the cheap checks, then the workspace tests
+//! (which include tidy), then e2e on every engine and runtime, none of which may be skipped.
+
+use anyhow::Result;
+
+use crate::{cmd, e2e, setup};
+
+pub(crate) fn run() -> Result<()> {
+    setup::run()?;
+    println!("== ci: formatting");
+    cmd::run("cargo", &["fmt", "--all", "--", "--check"])?;
+    println!("== ci: clippy (warnings are errors)");
+    cmd::run(
+        "cargo",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    println!("== ci: workspace tests");
+    cmd::run("cargo", &["test", "--workspace", "--locked"])?;
+    e2e::run(&["--require".to_owned(), "docker,podman,runsc".to_owned()])?;
+    println!("== ci: all checks passed");
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! Small helpers for running commands from xtask, echoing what they do.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+/// The workspace root (the parent of `xtask/`).
+pub(crate) fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace root")
+        .to_path_buf()
+}
+
+/// Prints the command line, runs it with inherited stdio, and fails unless it exits 0.
+pub(crate) fn run(program: &str, args: &[&str]) -> Result<()> {
+    println!("$ {program} {}", args.join(" "));
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(root())
+        .status()
+        .with_context(|| format!("starting {program}"))?;
+    if !status.success() {
+        bail!("`{program} {}` failed with {status}", args.join(" "));
+    }
+    Ok(())
+}
+
+/// Runs a command quietly and returns its output, whatever the exit status.
+pub(crate) fn output(program: &str, args: &[&str]) -> Result<Output> {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("starting {program}"))
+}
+
+/// True when the command runs and exits 0.
+pub(crate) fn succeeds(program: &str, args: &[&str]) -> bool {
+    output(program, args).is_ok_and(|o| o.status.success())
+}
+
+/// True when `program` is found on PATH.
+pub(crate) fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// Text of stdout, trimmed.
+pub(crate) fn stdout_text(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}

@@ -1,0 +1,74 @@
+//! `cargo xtask demo`: shows the isolation layers working on this machine, for real.
+//!
+//! It sets up the engines, classifies a few addresses with the real `agentguard` binary, then
+//! runs an allowlisted command in a hardened container (and refuses one that is not).
+
+use std::time::Duration;
+
+use agentguard_container::{ContainerSpec, Engine, EngineKind, RunIdentity};
+use anyhow::{Result, bail};
+
+use crate::{cmd, e2e, image, setup};
+
+pub(crate) fn run() -> Result<()> {
+    let engines = setup::run()?;
+    println!("\n== demo 1/3: which addresses count as public (never dials)");
+    cmd::run(
+        "cargo",
+        &["build", "--quiet", "--package", "agentguard-cli"],
+    )?;
+    let agentguard = cmd::root().join("target/debug/agentguard");
+    cmd::run(
+        agentguard.to_str().unwrap_or("target/debug/agentguard"),
+        &[
+            "classify",
+            "10.0.0.1",
+            "8.8.8.8",
+            "::ffff:127.0.0.1",
+            "64:ff9b::808:808",
+            "0x7f.1",
+        ],
+    )?;
+
+    let (kind, runtime) = if engines.docker_runsc {
+        (EngineKind::Docker, Some("runsc"))
+    } else if engines.docker {
+        (EngineKind::Docker, None)
+    } else if engines.podman {
+        (EngineKind::Podman, Some("runc"))
+    } else {
+        bail!("no container engine is available; run `cargo xtask setup` as root on Debian");
+    };
+    image::ensure_probe_image(kind.program_name())?;
+    let mut builder = ContainerSpec::builder(image::PROBE_IMAGE)
+        .engine(Engine::of_kind(kind))
+        .command("whoami", ["sh", "-c", "echo \"user $(id -u):$(id -g), kernel $(uname -r), interfaces: $(ls /sys/class/net | tr '\\n' ' ')\"; grep CapEff /proc/self/status; touch /scratch/x"]);
+    if let Some(runtime) = runtime {
+        builder = builder.runtime(runtime);
+    }
+    let spec = builder.build()?;
+    let identity = RunIdentity {
+        name: format!("agentguard-demo-{}", std::process::id()),
+        labels: vec![("agentguard.demo".into(), "1".into())],
+    };
+
+    println!(
+        "\n== demo 2/3: the allowlisted command `whoami` in a hardened container ({kind}{})",
+        runtime.map(|r| format!(" under {r}")).unwrap_or_default()
+    );
+    let invocation = spec
+        .invocation("whoami", &identity)
+        .map_err(|d| anyhow::anyhow!("{d}"))?;
+    println!("$ {}", invocation.display());
+    let (code, stdout, stderr) =
+        e2e::run_invocation(kind, &invocation, &identity.name, Duration::from_secs(60))?;
+    print!("{stdout}{stderr}");
+    println!("(exit status {code}: the write to the root file system was refused)");
+
+    println!("\n== demo 3/3: a name that is not on the allowlist never reaches the engine");
+    match spec.invocation("rm -rf /", &identity) {
+        Ok(_) => bail!("an unlisted name produced an argv"),
+        Err(denial) => println!("{denial}"),
+    }
+    Ok(())
+}

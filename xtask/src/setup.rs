@@ -1,0 +1,198 @@
+//! Installs and starts what the tests need: Docker (with gVisor registered), Podman, runc,
+//! runsc, busybox-static, debootstrap.
+//!
+//! Shared by `cargo xtask setup`, `demo` and `ci`, and so by `.ci/run`: a fresh Debian machine
+//! has none of these, and a green CI must never depend on something installed by hand. Every
+//! step says what it does; where it cannot act (not root, not Debian) it prints the exact
+//! commands instead and fails.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::cmd;
+
+/// Debian packages, each with a file that shows it is installed.
+const PACKAGES: &[(&str, &str)] = &[
+    ("docker.io", "/usr/sbin/dockerd"),
+    ("podman", "/usr/bin/podman"),
+    ("runc", "/usr/sbin/runc"),
+    ("runsc", "/usr/bin/runsc"),
+    ("busybox-static", "/var/lib/dpkg/info/busybox-static.list"),
+    ("debootstrap", "/usr/sbin/debootstrap"),
+    ("catatonit", "/usr/libexec/podman/catatonit"),
+];
+
+const DAEMON_JSON: &str = "/etc/docker/daemon.json";
+const RUNSC: &str = "/usr/bin/runsc";
+
+/// What is usable after set-up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Engines {
+    pub(crate) docker: bool,
+    pub(crate) docker_runsc: bool,
+    pub(crate) podman: bool,
+    pub(crate) podman_runsc: bool,
+}
+
+/// Installs what is missing, registers runsc with Docker, starts dockerd; reports the result.
+pub(crate) fn run() -> Result<Engines> {
+    println!("== setup: container engines");
+    install_packages()?;
+    register_runsc_with_docker()?;
+    start_dockerd()?;
+    let engines = detect();
+    println!(
+        "   docker: {}, docker+runsc: {}, podman: {}, podman+runsc: {}",
+        yes(engines.docker),
+        yes(engines.docker_runsc),
+        yes(engines.podman),
+        yes(engines.podman_runsc)
+    );
+    Ok(engines)
+}
+
+fn yes(found: bool) -> &'static str {
+    if found { "ready" } else { "MISSING" }
+}
+
+fn is_root() -> bool {
+    cmd::output("id", &["-u"]).is_ok_and(|o| cmd::stdout_text(&o) == "0")
+}
+
+fn install_packages() -> Result<()> {
+    let missing: Vec<&str> = PACKAGES
+        .iter()
+        .filter(|(_, marker)| !Path::new(marker).exists())
+        .map(|(package, _)| *package)
+        .collect();
+    if missing.is_empty() {
+        println!("   packages: all present");
+        return Ok(());
+    }
+    let install = format!(
+        "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y {}",
+        missing.join(" ")
+    );
+    if !is_root() || !Path::new("/etc/debian_version").exists() {
+        bail!(
+            "missing packages: {}. This set-up only installs on Debian as root; run:\n  sudo sh -c '{install}'\nthen start dockerd with runsc registered (see docs/containers.md)",
+            missing.join(", ")
+        );
+    }
+    println!("   installing: {}", missing.join(" "));
+    cmd::run("apt-get", &["update", "-q"])?;
+    let mut args = vec!["install", "-y", "-q", "--no-install-recommends"];
+    args.extend(&missing);
+    println!("$ apt-get {}", args.join(" "));
+    let status = Command::new("apt-get")
+        .args(&args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .context("starting apt-get")?;
+    if !status.success() {
+        bail!("apt-get install failed ({status}); run it by hand: {install}");
+    }
+    Ok(())
+}
+
+/// Adds `runsc` (with `--network=none`, which Docker needs for `--network none` under gVisor)
+/// to `/etc/docker/daemon.json`, keeping every other setting. Returns whether it changed.
+fn register_runsc_with_docker() -> Result<bool> {
+    let path = Path::new(DAEMON_JSON);
+    let mut config: serde_json::Value = match fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => serde_json::from_str(&text)
+            .with_context(|| format!("{DAEMON_JSON} is not valid JSON; fix or remove it"))?,
+        Ok(_) => serde_json::json!({}),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+        Err(e) => return Err(e).with_context(|| format!("reading {DAEMON_JSON}")),
+    };
+    let wanted = serde_json::json!({"path": RUNSC, "runtimeArgs": ["--network=none"]});
+    if config.pointer("/runtimes/runsc") == Some(&wanted) {
+        return Ok(false);
+    }
+    let Some(object) = config.as_object_mut() else {
+        bail!("{DAEMON_JSON} is not a JSON object; fix or remove it");
+    };
+    let runtimes = object
+        .entry("runtimes")
+        .or_insert_with(|| serde_json::json!({}));
+    let Some(runtimes) = runtimes.as_object_mut() else {
+        bail!("`runtimes` in {DAEMON_JSON} is not a JSON object; fix it");
+    };
+    runtimes.insert("runsc".into(), wanted);
+    if !is_root() {
+        bail!(
+            "registering runsc needs root: add {{\"runtimes\":{{\"runsc\":{{\"path\":\"{RUNSC}\",\"runtimeArgs\":[\"--network=none\"]}}}}}} to {DAEMON_JSON}"
+        );
+    }
+    fs::create_dir_all("/etc/docker").context("creating /etc/docker")?;
+    fs::write(path, serde_json::to_string_pretty(&config)? + "\n")
+        .with_context(|| format!("writing {DAEMON_JSON}"))?;
+    println!("   registered runsc in {DAEMON_JSON}");
+    // A running daemon reloads its runtimes on SIGHUP.
+    if cmd::succeeds("docker", &["info"]) {
+        println!("   reloading dockerd (SIGHUP) to pick up runsc");
+        let _ = cmd::output("pkill", &["-HUP", "-x", "dockerd"]);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    Ok(true)
+}
+
+fn start_dockerd() -> Result<()> {
+    if cmd::succeeds("docker", &["info"]) {
+        println!("   dockerd: running");
+        return Ok(());
+    }
+    if !is_root() {
+        bail!(
+            "dockerd is not running and starting it needs root: run `sudo dockerd` (or `sudo systemctl start docker`)"
+        );
+    }
+    let log_path = cmd::root().join("target/dockerd.log");
+    fs::create_dir_all(cmd::root().join("target"))?;
+    let log =
+        fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    println!("   starting dockerd (log: {})", log_path.display());
+    // setsid: the daemon outlives this process and is not killed with its process group.
+    Command::new("setsid")
+        .arg("dockerd")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("starting dockerd")?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if cmd::succeeds("docker", &["info"]) {
+            println!("   dockerd: ready");
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    bail!(
+        "dockerd did not answer within 60 s; see {}",
+        log_path.display()
+    )
+}
+
+/// Which engine/runtime combinations are usable right now.
+pub(crate) fn detect() -> Engines {
+    let docker = cmd::succeeds("docker", &["info"]);
+    let docker_runsc = docker
+        && cmd::output("docker", &["info", "--format", "{{json .Runtimes}}"])
+            .is_ok_and(|o| cmd::stdout_text(&o).contains("\"runsc\""));
+    let podman = cmd::on_path("podman")
+        && cmd::on_path("runc")
+        && cmd::succeeds("podman", &["--runtime", "runc", "info"]);
+    let podman_runsc = podman && cmd::on_path("runsc");
+    Engines {
+        docker,
+        docker_runsc,
+        podman,
+        podman_runsc,
+    }
+}
