@@ -63,7 +63,13 @@ pub(crate) fn run() -> Result<()> {
     let (code, stdout, stderr) =
         e2e::run_invocation(kind, &invocation, &identity.name, Duration::from_secs(60))?;
     print!("{stdout}{stderr}");
-    println!("(exit status {code}: the write to the root file system was refused)");
+    if stderr.contains("Read-only file system") {
+        println!(
+            "(exit status {code}: the write to the root file system was refused, as it must be)"
+        );
+    } else {
+        bail!("the write to the root file system was not refused (exit status {code})");
+    }
 
     println!("\n== demo 3/3: a name that is not on the allowlist never reaches the engine");
     match spec.invocation("rm -rf /", &identity) {

@@ -101,7 +101,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     println!("== e2e: hardened containers on real engines");
     let engines = setup::detect();
     let mut failures = Vec::new();
-    let mut ran = 0;
+    let (mut ran, mut passed, mut skipped) = (0, 0, 0);
     for combo in COMBOS {
         let label = combo.label();
         if !available(&combo, &engines) {
@@ -109,6 +109,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 "!!!!! SKIPPED {label}: not available on this machine (run `cargo xtask setup`) !!!!!"
             );
             eprintln!("{loud}");
+            skipped += 1;
             if required(&combo, &require) {
                 failures.push(format!("{label} is required (--require) but not available"));
             }
@@ -116,13 +117,20 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         }
         ran += 1;
         match probe(combo) {
-            Ok(checks) => println!("ok   {label}: {checks} isolation checks passed"),
+            Ok(checks) => {
+                passed += 1;
+                println!("ok   {label}: {checks} isolation checks passed");
+            }
             Err(err) => {
                 println!("FAIL {label}: {err:#}");
                 failures.push(format!("{label}: {err:#}"));
             }
         }
     }
+    println!(
+        "e2e: {passed} passed, {} failed, {skipped} skipped",
+        ran - passed
+    );
     if require.iter().any(|r| r == "runsc") && !(engines.docker_runsc || engines.podman_runsc) {
         failures.push("runsc is required but no engine can run it".into());
     }
@@ -132,7 +140,6 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if ran == 0 {
         bail!("e2e ran nothing: no container engine is available (run `cargo xtask setup`)");
     }
-    println!("e2e: {ran} engine/runtime combinations passed");
     Ok(())
 }
 
