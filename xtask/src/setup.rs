@@ -24,6 +24,8 @@ const PACKAGES: &[(&str, &str)] = &[
     ("busybox-static", "/var/lib/dpkg/info/busybox-static.list"),
     ("debootstrap", "/usr/sbin/debootstrap"),
     ("catatonit", "/usr/libexec/podman/catatonit"),
+    // Podman's image trust policy; without it every `podman import` fails.
+    ("golang-github-containers-common", "/etc/containers/policy.json"),
 ];
 
 const DAEMON_JSON: &str = "/etc/docker/daemon.json";
@@ -85,7 +87,17 @@ fn install_packages() -> Result<()> {
     }
     println!("   installing: {}", missing.join(" "));
     cmd::run("apt-get", &["update", "-q"])?;
-    let mut args = vec!["install", "-y", "-q", "--no-install-recommends"];
+    // --reinstall with --force-confmiss also restores a configuration file that was deleted
+    // while its package stayed installed.
+    let mut args = vec![
+        "install",
+        "-y",
+        "-q",
+        "--no-install-recommends",
+        "--reinstall",
+        "-o",
+        "Dpkg::Options::=--force-confmiss",
+    ];
     args.extend(&missing);
     println!("$ apt-get {}", args.join(" "));
     let status = Command::new("apt-get")
