@@ -25,7 +25,10 @@ const PACKAGES: &[(&str, &str)] = &[
     ("debootstrap", "/usr/sbin/debootstrap"),
     ("catatonit", "/usr/libexec/podman/catatonit"),
     // Podman's image trust policy; without it every `podman import` fails.
-    ("golang-github-containers-common", "/etc/containers/policy.json"),
+    (
+        "golang-github-containers-common",
+        "/etc/containers/policy.json",
+    ),
 ];
 
 const DAEMON_JSON: &str = "/etc/docker/daemon.json";
