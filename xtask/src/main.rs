@@ -1,9 +1,10 @@
-//! Project automation for AgentGuard: `cargo xtask ci | e2e | demo | setup | tidy`.
+//! Project automation for AgentGuard: `cargo xtask ci | e2e | demo | setup | tidy | bench`.
 //!
 //! The set-up of container engines lives here once, shared by `demo`, `ci` and `.ci/run`, so
 //! the two README commands work on a fresh Debian machine and CI runs exactly what a developer
 //! runs. Real engines only: nothing in this crate fakes Docker, Podman or gVisor.
 
+mod bench;
 mod ci;
 mod cmd;
 mod demo;
@@ -24,7 +25,9 @@ tasks:
   ci                            fmt check, clippy -D warnings, workspace tests, tidy, then
                                 e2e --require docker,podman,runsc (runs setup first)
   demo                          set up, then show the isolation layers working on this machine
-  tidy                          repository hygiene checks (also run by `cargo test`)";
+  tidy                          repository hygiene checks (also run by `cargo test`)
+  bench [NAME...]               benchmarks against their baselines, written to
+                                docs/PERFORMANCE.md (NAME: audit)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
         Some("ci") => ci::run(),
         Some("demo") => demo::run(),
         Some("tidy") => tidy::run(),
+        Some("bench") => bench::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

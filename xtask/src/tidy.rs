@@ -144,12 +144,10 @@ fn dependencies(manifest: &str) -> Vec<String> {
             in_deps = line == "[dependencies]";
             continue;
         }
-        if in_deps {
-            if let Some((name, _)) = line.split_once('=') {
-                let name = name.trim().split('.').next().unwrap_or_default().trim();
-                if !name.is_empty() && !name.starts_with('#') {
-                    deps.push(name.to_owned());
-                }
+        if in_deps && let Some((name, _)) = line.split_once('=') {
+            let name = name.trim().split('.').next().unwrap_or_default().trim();
+            if !name.is_empty() && !name.starts_with('#') {
+                deps.push(name.to_owned());
             }
         }
     }

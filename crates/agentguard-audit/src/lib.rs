@@ -1,9 +1,26 @@
 //! The audit trail: one JSON object per line for every decision, chained by SHA-256 so that an
-//! edited, deleted or reordered line is detected, with a verifier.
+//! edited, deleted, inserted or reordered line is detected, optionally signed with HMAC-SHA256,
+//! and a streaming verifier that names the first bad line.
 //!
-//! It exists so that a reviewer can trust what the other layers decided after the fact. Other
-//! crates will depend on a small sink trait, never on the file format. Status: the log is the
-//! subject of the audit issue and is not written yet; this crate is an empty placeholder until
-//! then.
+//! It exists so that a reviewer can trust, after the fact, what the other layers decided.
+//! Other crates depend only on the [`AuditSink`] trait (and tests on [`MemorySink`]), never on
+//! the file format, which lives in [`AuditLog`] and is documented there and in docs/audit.md.
 
 #![warn(missing_docs)]
+
+mod chain;
+mod error;
+mod event;
+mod log;
+mod sink;
+mod verify;
+
+pub use chain::{GENESIS, Key, MIN_KEY_LEN};
+pub use error::{Error, Result};
+pub use event::{Decision, Event, Kind, Record, SCHEMA_VERSION};
+pub use log::{AuditLog, Durability, LogOptions, Repair};
+pub use sink::{AuditSink, MemorySink, Receipt};
+pub use verify::{Problem, ProblemKind, Reader, Summary, verify};
+
+#[cfg(test)]
+mod tests;

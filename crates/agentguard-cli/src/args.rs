@@ -57,6 +57,7 @@ impl Command {
             Command::Classify(_) => "classify",
             Command::Audit(AuditCommand::Verify(_)) => "audit verify",
             Command::Audit(AuditCommand::Show(_)) => "audit show",
+            Command::Audit(AuditCommand::Repair(_)) => "audit repair",
             Command::Doctor => "doctor",
             Command::Gc(_) => "gc",
             Command::Completions { .. } => "completions",
@@ -163,10 +164,11 @@ pub(crate) enum AuditCommand {
     Verify(AuditVerifyArgs),
     /// Show an audit log as a table or as JSON, verifying as it reads.
     Show(AuditShowArgs),
+    /// Truncate a torn last line left by a crash, and record the repair in the log.
+    Repair(AuditRepairArgs),
 }
 
 #[derive(Debug, Args)]
-#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
 pub(crate) struct AuditVerifyArgs {
     /// The audit log.
     pub(crate) file: PathBuf,
@@ -176,17 +178,19 @@ pub(crate) struct AuditVerifyArgs {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-#[allow(dead_code, reason = "read by `audit show` once its issue lands")]
 pub(crate) enum DecisionFilter {
     Allow,
     Deny,
+    Error,
 }
 
 #[derive(Debug, Args)]
-#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
 pub(crate) struct AuditShowArgs {
     /// The audit log.
     pub(crate) file: PathBuf,
+    /// Environment variable holding the HMAC key, to check signatures while reading.
+    #[arg(long, value_name = "VAR")]
+    pub(crate) key_env: Option<String>,
     /// Only events with this decision.
     #[arg(long)]
     pub(crate) decision: Option<DecisionFilter>,
@@ -196,6 +200,15 @@ pub(crate) struct AuditShowArgs {
     /// Print the raw events.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AuditRepairArgs {
+    /// The audit log.
+    pub(crate) file: PathBuf,
+    /// Environment variable holding the HMAC key of a signed log.
+    #[arg(long, value_name = "VAR")]
+    pub(crate) key_env: Option<String>,
 }
 
 #[derive(Debug, Args)]

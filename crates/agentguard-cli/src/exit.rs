@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 /// Everything asked for was done (for `classify`: every argument was classified).
 pub(crate) const SUCCESS: u8 = 0;
+/// The command ran and its answer is "no": for `audit verify`, the log does not verify.
+pub(crate) const FAILURE: u8 = 1;
 /// The command line or its input was not understood (clap usage errors use this too).
 pub(crate) const USAGE: u8 = 2;
 /// agentguard itself, or a container engine, failed; also a subcommand this build lacks.

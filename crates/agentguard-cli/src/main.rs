@@ -2,6 +2,7 @@
 //! every error to a documented exit code in one place.
 
 mod args;
+mod audit;
 mod classify;
 mod exit;
 mod logging;
@@ -21,6 +22,13 @@ pub(crate) struct Exit {
 }
 
 impl Exit {
+    pub(crate) fn failure(message: impl Into<String>) -> Exit {
+        Exit {
+            code: exit::FAILURE,
+            message: message.into(),
+        }
+    }
+
     pub(crate) fn usage(message: impl Into<String>) -> Exit {
         Exit {
             code: exit::USAGE,
@@ -58,6 +66,7 @@ fn main() -> ExitCode {
 fn dispatch(command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Classify(args) => classify::run(&args),
+        Command::Audit(command) => audit::run(command),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "agentguard", &mut std::io::stdout());

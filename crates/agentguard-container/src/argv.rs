@@ -69,12 +69,10 @@ impl ContainerSpec {
         let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_owned()));
 
         // Podman's runtime selection is a global flag and must come before `run`.
-        if podman {
-            if let Some(runtime) = &self.runtime {
-                push(&["--runtime", runtime]);
-                if runtime == "runsc" {
-                    push(&["--runtime-flag", "network=none"]);
-                }
+        if podman && let Some(runtime) = &self.runtime {
+            push(&["--runtime", runtime]);
+            if runtime == "runsc" {
+                push(&["--runtime-flag", "network=none"]);
             }
         }
         push(&["run", "--rm", "--init", "--name", &identity.name]);
@@ -82,10 +80,8 @@ impl ContainerSpec {
             push(&["--label", &format!("{key}={value}")]);
         }
         push(&["--pull", "never", "--network", &self.network]);
-        if !podman {
-            if let Some(runtime) = &self.runtime {
-                push(&["--runtime", runtime]);
-            }
+        if !podman && let Some(runtime) = &self.runtime {
+            push(&["--runtime", runtime]);
         }
 
         // Nothing outside the workspace and /tmp is writable.

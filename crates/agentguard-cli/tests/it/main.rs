@@ -1,5 +1,6 @@
 //! Integration tests of the `agentguard` binary: output formats and exit codes as contracts.
 
+mod audit;
 mod classify;
 mod surface;
 

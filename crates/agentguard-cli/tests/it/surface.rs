@@ -86,7 +86,6 @@ fn unbuilt_subcommands_refuse_with_125_and_say_so() {
             "--allow",
             "pkgs.example.test",
         ],
-        &["audit", "verify", "x.jsonl"],
         &["doctor"],
         &["gc"],
     ] {

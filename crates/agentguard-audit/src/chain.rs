@@ -1,0 +1,237 @@
+//! The hash chain: the canonical form of a record, its SHA-256 and optional HMAC, and sealing.
+//!
+//! The canonical form is what is hashed: the record as a JSON object without `hash` and
+//! `hmac`, with object keys sorted by byte order at every depth, no whitespace, strings
+//! escaped as serde_json escapes them, integers in decimal. It is written by hand here, not
+//! left to a serializer's key order, so that no feature flag elsewhere in a build can change
+//! what a hash covers. Each record's `prev` is the previous record's `hash`, so editing,
+//! deleting, inserting or reordering any line breaks the chain; with an HMAC key, recomputing
+//! the whole chain without the key is detected too.
+
+use std::time::SystemTime;
+
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::event::{Event, SCHEMA_VERSION};
+
+/// The `prev` of the first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The shortest HMAC key accepted.
+pub const MIN_KEY_LEN: usize = 16;
+
+/// Writes the canonical JSON form of `value` to `out`.
+pub(crate) fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_string(key, out);
+                out.push(':');
+                canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::String(s) => push_string(s, out),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn push_string(s: &str, out: &mut String) {
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 0xf) as usize] as char);
+    }
+    s
+}
+
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
+    hex(&Sha256::digest(data))
+}
+
+/// An HMAC-SHA256 key for signing or verifying.
+#[derive(Clone)]
+pub struct Key(Vec<u8>);
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Key(..)")
+    }
+}
+
+impl Key {
+    /// A key of at least [`MIN_KEY_LEN`] bytes.
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Result<Key> {
+        let bytes = bytes.into();
+        if bytes.len() < MIN_KEY_LEN {
+            return Err(Error::WeakKey {
+                min: MIN_KEY_LEN,
+                len: bytes.len(),
+            });
+        }
+        Ok(Key(bytes))
+    }
+
+    fn mac(&self) -> Hmac<Sha256> {
+        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes keys of any length")
+    }
+
+    pub(crate) fn sign(&self, canonical: &[u8]) -> String {
+        let mut mac = self.mac();
+        mac.update(canonical);
+        hex(&mac.finalize().into_bytes())
+    }
+
+    /// Constant-time check of a hex tag.
+    pub(crate) fn verify(&self, canonical: &[u8], tag_hex: &str) -> bool {
+        let Some(tag) = unhex(tag_hex) else {
+            return false;
+        };
+        let mut mac = self.mac();
+        mac.update(canonical);
+        mac.verify_slice(&tag).is_ok()
+    }
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The running state of a chain: the next sequence number and the previous hash.
+#[derive(Debug, Clone)]
+pub(crate) struct Chain {
+    pub(crate) next_seq: u64,
+    pub(crate) prev: String,
+    pub(crate) key: Option<Key>,
+}
+
+/// One sealed event, ready to append.
+pub(crate) struct Sealed {
+    pub(crate) seq: u64,
+    pub(crate) hash: String,
+    /// The line, ending in `\n`.
+    pub(crate) line: String,
+}
+
+impl Chain {
+    pub(crate) fn new(key: Option<Key>) -> Chain {
+        Chain {
+            next_seq: 0,
+            prev: GENESIS.to_owned(),
+            key,
+        }
+    }
+
+    /// Seals `event` at `now` and advances the chain.
+    pub(crate) fn seal(&mut self, event: &Event, now: SystemTime) -> Sealed {
+        let seq = self.next_seq;
+        let mut fields = Map::new();
+        fields.insert("v".into(), SCHEMA_VERSION.into());
+        fields.insert("seq".into(), seq.into());
+        fields.insert("ts".into(), rfc3339_millis(now).into());
+        fields.insert("kind".into(), event.kind.as_str().into());
+        fields.insert("decision".into(), event.decision.as_str().into());
+        fields.insert("reason".into(), event.reason.clone().into());
+        fields.insert("subject".into(), Value::Object(event.subject.clone()));
+        fields.insert("data".into(), Value::Object(event.data.clone()));
+        fields.insert("prev".into(), self.prev.clone().into());
+        let object = Value::Object(fields);
+        let mut canon = String::with_capacity(256);
+        canonical(&object, &mut canon);
+        let hash = sha256_hex(canon.as_bytes());
+        let hmac = self.key.as_ref().map(|k| k.sign(canon.as_bytes()));
+
+        // The line shows the fields in reading order; the verifier re-canonicalizes.
+        let mut line = String::with_capacity(canon.len() + 160);
+        line.push('{');
+        for (i, key) in [
+            "v", "seq", "ts", "kind", "decision", "reason", "subject", "data", "prev",
+        ]
+        .iter()
+        .enumerate()
+        {
+            if i > 0 {
+                line.push(',');
+            }
+            push_string(key, &mut line);
+            line.push(':');
+            canonical(&object[*key], &mut line);
+        }
+        line.push_str(",\"hash\":\"");
+        line.push_str(&hash);
+        line.push('"');
+        if let Some(tag) = hmac {
+            line.push_str(",\"hmac\":\"");
+            line.push_str(&tag);
+            line.push('"');
+        }
+        line.push_str("}\n");
+
+        self.next_seq += 1;
+        self.prev.clone_from(&hash);
+        Sealed { seq, hash, line }
+    }
+}
+
+/// Formats a time as RFC 3339 UTC with milliseconds, e.g. `2026-11-29T09:00:00.123Z`.
+pub(crate) fn rfc3339_millis(time: SystemTime) -> String {
+    let since = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    let millis = since.subsec_millis();
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}

@@ -1,0 +1,73 @@
+//! Error types for agentguard-audit.
+
+use std::path::PathBuf;
+
+use crate::verify::Problem;
+
+/// Result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong while opening, writing or repairing a log.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The file could not be opened, read, written or synced.
+    #[error("audit log {path}: {action} failed")]
+    Io {
+        /// The log file.
+        path: PathBuf,
+        /// What was being done (`open`, `write`, `fsync`, ...).
+        action: &'static str,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process holds the log's write lock.
+    #[error(
+        "audit log {path} is being written by another process (its lock is held); use a different file or stop the other writer"
+    )]
+    Locked {
+        /// The log file.
+        path: PathBuf,
+    },
+    /// The last line was cut short by a crash; appending would bury it.
+    #[error("audit log {path}: {problem}; refusing to append: run `agentguard audit repair {path}` to truncate the torn tail (the repair is recorded in the log)", path = path.display())]
+    TornTail {
+        /// The log file.
+        path: PathBuf,
+        /// Where and what.
+        problem: Problem,
+    },
+    /// The existing log does not verify (tampering or a foreign file); appending would hide it.
+    #[error("audit log {path} does not verify: {problem}; refusing to append: keep it as evidence and start a new log", path = path.display())]
+    Corrupt {
+        /// The log file.
+        path: PathBuf,
+        /// The first bad line and why.
+        problem: Problem,
+    },
+    /// The existing log and the key disagree (signed log without a key, or the reverse).
+    #[error("audit log {path}: {reason}", path = path.display())]
+    KeyMismatch {
+        /// The log file.
+        path: PathBuf,
+        /// What disagrees and what to do.
+        reason: String,
+    },
+    /// An earlier write failed, so the chain's state on disk is unknown; nothing more is appended.
+    #[error("audit log {path} stopped accepting events after an earlier write failure ({cause}); reopen it (a torn tail will be reported and can be repaired)", path = path.display())]
+    Poisoned {
+        /// The log file.
+        path: PathBuf,
+        /// The first failure.
+        cause: String,
+    },
+    /// The HMAC key is unusable.
+    #[error("the audit HMAC key must be at least {min} bytes long (got {len})")]
+    WeakKey {
+        /// Minimum length.
+        min: usize,
+        /// Length given.
+        len: usize,
+    },
+}

@@ -1,0 +1,186 @@
+//! The event a caller records, and the sealed record a reader gets back.
+//!
+//! Callers build an [`Event`] (kind, decision, stable reason code, subject, kind-specific
+//! data); the log seals it into a [`Record`] by adding the schema version, sequence number,
+//! UTC timestamp and chain fields. Argv and other strings are stored as JSON strings; they are
+//! UTF-8 by construction (configuration is TOML), and any non-UTF-8 value a caller passes is
+//! converted lossily (U+FFFD) before it reaches this crate. Environment values are never
+//! recorded: they may be secrets.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The schema version written in every record's `v` field.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// What kind of decision an event records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Kind {
+    /// A container run of an allowlisted command.
+    ContainerRun,
+    /// A DNS-pinned fetch.
+    Fetch,
+    /// An egress proxy CONNECT decision.
+    EgressConnect,
+    /// An egress proxy tunnel closing, with bytes each way and duration.
+    EgressClose,
+    /// The log itself was repaired (a torn tail truncated).
+    LogRepaired,
+}
+
+impl Kind {
+    /// The wire name (`container_run`, ...).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Kind::ContainerRun => "container_run",
+            Kind::Fetch => "fetch",
+            Kind::EgressConnect => "egress_connect",
+            Kind::EgressClose => "egress_close",
+            Kind::LogRepaired => "log_repaired",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The decision: allowed, denied by policy, or failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// The action was allowed (and, for a run, carried out).
+    Allow,
+    /// Policy refused the action.
+    Deny,
+    /// The action was allowed but failed (engine error, DNS failure, ...).
+    Error,
+}
+
+impl Decision {
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+            Decision::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One decision to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// The kind of decision.
+    pub kind: Kind,
+    /// Allow, deny or error.
+    pub decision: Decision,
+    /// A stable snake_case reason code (`ok`, `domain_not_allowed`, `timeout`, ...).
+    pub reason: String,
+    /// What the decision was about (command and image, URL, target and client).
+    pub subject: Map<String, Value>,
+    /// Kind-specific fields (exit status, duration, bytes each way, address dialed).
+    pub data: Map<String, Value>,
+}
+
+impl Event {
+    /// An event with an empty subject and data.
+    pub fn new(kind: Kind, decision: Decision, reason: impl Into<String>) -> Event {
+        Event {
+            kind,
+            decision,
+            reason: reason.into(),
+            subject: Map::new(),
+            data: Map::new(),
+        }
+    }
+
+    /// A container run of `command` in `image`.
+    pub fn container_run(
+        decision: Decision,
+        reason: impl Into<String>,
+        command: &str,
+        image: &str,
+    ) -> Event {
+        Event::new(Kind::ContainerRun, decision, reason)
+            .subject("command", command)
+            .subject("image", image)
+    }
+
+    /// A fetch of `url`.
+    pub fn fetch(decision: Decision, reason: impl Into<String>, url: &str) -> Event {
+        Event::new(Kind::Fetch, decision, reason).subject("url", url)
+    }
+
+    /// An egress CONNECT to `target` (`host:port`) from `client` (`ip:port`).
+    pub fn egress_connect(
+        decision: Decision,
+        reason: impl Into<String>,
+        target: &str,
+        client: &str,
+    ) -> Event {
+        Event::new(Kind::EgressConnect, decision, reason)
+            .subject("target", target)
+            .subject("client", client)
+    }
+
+    /// An egress tunnel to `target` from `client` closing.
+    pub fn egress_close(reason: impl Into<String>, target: &str, client: &str) -> Event {
+        Event::new(Kind::EgressClose, Decision::Allow, reason)
+            .subject("target", target)
+            .subject("client", client)
+    }
+
+    /// Sets one subject field.
+    pub fn subject(mut self, key: &str, value: impl Into<Value>) -> Event {
+        self.subject.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Sets one data field.
+    pub fn data(mut self, key: &str, value: impl Into<Value>) -> Event {
+        self.data.insert(key.to_owned(), value.into());
+        self
+    }
+}
+
+/// A sealed event as stored on one line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// Schema version.
+    pub v: u64,
+    /// Sequence number: consecutive, never repeated, across the whole log.
+    pub seq: u64,
+    /// UTC time, RFC 3339 with milliseconds.
+    pub ts: String,
+    /// The kind of decision.
+    pub kind: Kind,
+    /// Allow, deny or error.
+    pub decision: Decision,
+    /// Stable reason code.
+    pub reason: String,
+    /// What the decision was about.
+    pub subject: Map<String, Value>,
+    /// Kind-specific fields.
+    pub data: Map<String, Value>,
+    /// The previous record's `hash` (64 zeros for the first).
+    pub prev: String,
+    /// SHA-256 (hex) of the canonical form of every other field except `hmac`.
+    pub hash: String,
+    /// HMAC-SHA256 (hex) of the same canonical bytes, when the log is signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hmac: Option<String>,
+}

@@ -1,0 +1,83 @@
+//! The seam every other crate records through: one small trait, and an in-memory sink.
+//!
+//! The container executor, the fetcher and the egress proxy depend on [`AuditSink`] only,
+//! never on the file format, so tests can pass a [`MemorySink`] and the CLI a file log.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use crate::chain::{Chain, Key};
+use crate::error::Result;
+use crate::event::{Event, Record};
+
+/// What a sink returns once an event is recorded with the sink's durability.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The event's sequence number.
+    pub seq: u64,
+    /// The event's hash (the chain head after it).
+    pub hash: String,
+}
+
+/// Records decisions. Implementations never interleave events and never reuse a sequence
+/// number; `record` returns only once the event is as durable as the sink promises.
+pub trait AuditSink: Send + Sync {
+    /// Records one event.
+    fn record(&self, event: Event) -> Result<Receipt>;
+}
+
+impl<T: AuditSink + ?Sized> AuditSink for Arc<T> {
+    fn record(&self, event: Event) -> Result<Receipt> {
+        (**self).record(event)
+    }
+}
+
+/// An in-memory sink for tests: the same chain and line format as the file log.
+#[derive(Debug)]
+pub struct MemorySink {
+    state: Mutex<(Chain, Vec<String>)>,
+}
+
+impl Default for MemorySink {
+    fn default() -> Self {
+        MemorySink::new(None)
+    }
+}
+
+impl MemorySink {
+    /// An empty sink, signing with `key` when given.
+    pub fn new(key: Option<Key>) -> MemorySink {
+        MemorySink {
+            state: Mutex::new((Chain::new(key), Vec::new())),
+        }
+    }
+
+    /// The lines recorded so far, each ending in `\n`.
+    pub fn lines(&self) -> Vec<String> {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .1
+            .clone()
+    }
+
+    /// The records so far.
+    pub fn records(&self) -> Vec<Record> {
+        self.lines()
+            .iter()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+}
+
+impl AuditSink for MemorySink {
+    fn record(&self, event: Event) -> Result<Receipt> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let sealed = state.0.seal(&event, SystemTime::now());
+        state.1.push(sealed.line);
+        Ok(Receipt {
+            seq: sealed.seq,
+            hash: sealed.hash,
+        })
+    }
+}

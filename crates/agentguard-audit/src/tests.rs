@@ -1,0 +1,111 @@
+//! Unit tests: the canonical form, timestamps, sealing and the in-memory sink.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+
+use crate::chain::{Chain, canonical, rfc3339_millis};
+use crate::*;
+
+#[test]
+fn canonical_form_sorts_keys_at_every_depth_without_whitespace() {
+    let value = json!({"b": 1, "a": {"z": [1, {"y": "é\n", "x": null}], "c": true}, "A": -5});
+    let mut out = String::new();
+    canonical(&value, &mut out);
+    assert_eq!(
+        out,
+        r#"{"A":-5,"a":{"c":true,"z":[1,{"x":null,"y":"é\n"}]},"b":1}"#
+    );
+}
+
+#[test]
+fn timestamps_are_rfc3339_utc_with_milliseconds() {
+    let at = |secs: u64, millis: u64| {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(secs * 1000 + millis)
+    };
+    assert_eq!(rfc3339_millis(at(0, 0)), "1970-01-01T00:00:00.000Z");
+    assert_eq!(
+        rfc3339_millis(at(951_782_400, 7)),
+        "2000-02-29T00:00:00.007Z"
+    );
+    assert_eq!(
+        rfc3339_millis(at(1_795_996_799, 999)),
+        "2026-11-29T23:59:59.999Z"
+    );
+    assert_eq!(
+        rfc3339_millis(at(4_107_542_400, 0)),
+        "2100-03-01T00:00:00.000Z"
+    );
+}
+
+#[test]
+fn a_sealed_line_has_the_documented_field_order_and_verifies() {
+    let mut chain = Chain::new(None);
+    let event = Event::container_run(Decision::Allow, "ok", "run_tests", "localhost/tools:latest")
+        .data("exit_code", 0);
+    let sealed = chain.seal(&event, SystemTime::UNIX_EPOCH);
+    assert!(sealed.line.starts_with(
+        r#"{"v":1,"seq":0,"ts":"1970-01-01T00:00:00.000Z","kind":"container_run","decision":"allow","reason":"ok","subject":{"command":"run_tests","image":"localhost/tools:latest"},"data":{"exit_code":0},"prev":"0000"#
+    ), "{}", sealed.line);
+    assert!(sealed.line.ends_with("\"}\n"));
+    assert_eq!(sealed.line.matches('\n').count(), 1, "exactly one line");
+    let second = chain.seal(&event, SystemTime::UNIX_EPOCH);
+    assert_eq!(second.seq, 1);
+    assert!(
+        second
+            .line
+            .contains(&format!("\"prev\":\"{}\"", sealed.hash))
+    );
+    let both = format!("{}{}", sealed.line, second.line);
+    let summary = verify(both.as_bytes(), None).unwrap();
+    assert_eq!(
+        (summary.events, summary.next_seq, summary.head.as_str()),
+        (2, 2, second.hash.as_str())
+    );
+}
+
+#[test]
+fn strings_that_look_like_json_cannot_break_the_line() {
+    let sink = MemorySink::default();
+    let nasty = "a\"}\n{\"v\":1,\"seq\":99}\r\u{0}\u{2028}";
+    sink.record(Event::fetch(Decision::Deny, "domain_not_allowed", nasty))
+        .unwrap();
+    let lines = sink.lines();
+    assert_eq!(lines[0].matches('\n').count(), 1);
+    assert_eq!(sink.records()[0].subject["url"], nasty);
+    assert!(verify(lines.concat().as_bytes(), None).is_ok());
+}
+
+#[test]
+fn memory_sink_signs_with_a_key_and_refuses_weak_keys() {
+    assert!(matches!(
+        Key::new(*b"short"),
+        Err(Error::WeakKey { min: 16, len: 5 })
+    ));
+    let key = Key::new(*b"0123456789abcdef").unwrap();
+    let sink = MemorySink::new(Some(key.clone()));
+    sink.record(Event::egress_connect(
+        Decision::Allow,
+        "ok",
+        "pkgs.example.com:443",
+        "127.0.0.1:5000",
+    ))
+    .unwrap();
+    let text = sink.lines().concat();
+    assert!(sink.records()[0].hmac.is_some());
+    let checked = verify(text.as_bytes(), Some(key)).unwrap();
+    assert!(checked.signed && checked.signatures_checked);
+    let wrong = Key::new(*b"fedcba9876543210").unwrap();
+    assert_eq!(
+        verify(text.as_bytes(), Some(wrong)).unwrap_err().1.kind,
+        ProblemKind::BadSignature
+    );
+    let unchecked = verify(text.as_bytes(), None).unwrap();
+    assert!(unchecked.signed && !unchecked.signatures_checked);
+}
+
+#[test]
+fn key_debug_output_hides_the_key() {
+    let key = Key::new(*b"0123456789abcdef").unwrap();
+    assert_eq!(format!("{key:?}"), "Key(..)");
+}

@@ -1,0 +1,103 @@
+//! `cargo xtask bench [NAME...]`: benchmarks against a baseline in the same run, written to
+//! docs/PERFORMANCE.md.
+//!
+//! Each benchmark is a release-built program that alternates its baseline and ours over
+//! several rounds and prints a Markdown table of medians and ratios. This task runs it and
+//! replaces that benchmark's section of docs/PERFORMANCE.md (between `<!-- bench:NAME -->`
+//! markers), stamped with the date and the machine's core count. Timings are never asserted
+//! in tests; they are recorded here.
+
+use std::fs;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::cmd;
+
+/// (name, package, example, what it compares).
+const BENCHES: &[(&str, &str, &str, &str)] = &[(
+    "audit",
+    "agentguard-audit",
+    "audit_bench",
+    "Audit appends per second for each durability mode, against a baseline that serializes each event and writes and fdatasyncs it alone under a mutex. Buffered and flush figures include the final flush of the file.",
+)];
+
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    let selected: Vec<&(&str, &str, &str, &str)> = if args.is_empty() {
+        BENCHES.iter().collect()
+    } else {
+        args.iter()
+            .map(|a| {
+                BENCHES.iter().find(|b| b.0 == a).with_context(|| {
+                    format!(
+                        "unknown benchmark {a:?}; known: {}",
+                        BENCHES.iter().map(|b| b.0).collect::<Vec<_>>().join(", ")
+                    )
+                })
+            })
+            .collect::<Result<_>>()?
+    };
+    let doc_path = cmd::root().join("docs/PERFORMANCE.md");
+    let mut doc = fs::read_to_string(&doc_path).context("reading docs/PERFORMANCE.md")?;
+    let date = cmd::stdout_text(&cmd::output("date", &["-u", "+%Y-%m-%d"])?);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let scratch = cmd::root().join("target/bench");
+    for (name, package, example, what) in selected {
+        println!("== bench {name}");
+        let output = Command::new("cargo")
+            .args([
+                "run",
+                "--quiet",
+                "--release",
+                "--package",
+                package,
+                "--example",
+                example,
+                "--",
+            ])
+            .arg(&scratch)
+            .current_dir(cmd::root())
+            .output()
+            .with_context(|| format!("running benchmark {name}"))?;
+        if !output.status.success() {
+            bail!(
+                "benchmark {name} failed:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let table = String::from_utf8_lossy(&output.stdout);
+        print!("{table}");
+        let section = format!(
+            "<!-- bench:{name} -->\n{what}\n\nMeasured {date} on {cores} cores with `cargo xtask bench {name}` (medians of 5 alternating rounds).\n\n{table}<!-- /bench:{name} -->"
+        );
+        doc = replace_section(&doc, name, &section);
+    }
+    fs::write(&doc_path, doc).context("writing docs/PERFORMANCE.md")?;
+    println!("updated docs/PERFORMANCE.md");
+    Ok(())
+}
+
+/// Replaces the marked section, or appends it when the document has none yet.
+fn replace_section(doc: &str, name: &str, section: &str) -> String {
+    let start = format!("<!-- bench:{name} -->");
+    let end = format!("<!-- /bench:{name} -->");
+    match (doc.find(&start), doc.find(&end)) {
+        (Some(s), Some(e)) if e > s => format!("{}{section}{}", &doc[..s], &doc[e + end.len()..]),
+        _ => format!("{}\n\n{section}\n", doc.trim_end()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sections_are_replaced_in_place_or_appended() {
+        let doc = "# P\n\n<!-- bench:a -->\nold\n<!-- /bench:a -->\n\ntail\n";
+        assert_eq!(
+            super::replace_section(doc, "a", "<!-- bench:a -->\nnew\n<!-- /bench:a -->"),
+            "# P\n\n<!-- bench:a -->\nnew\n<!-- /bench:a -->\n\ntail\n"
+        );
+        assert_eq!(super::replace_section("# P\n", "b", "S"), "# P\n\nS\n");
+    }
+}
