@@ -88,7 +88,7 @@ pub(crate) struct EgressProxyArgs {
     #[arg(long, value_name = "HOST")]
     pub(crate) allow: Vec<String>,
     /// An allowed port (default: 443 only); repeatable.
-    #[arg(long, value_name = "PORT")]
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub(crate) allow_port: Vec<u16>,
     /// The address to listen on.
     #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
@@ -117,7 +117,6 @@ pub(crate) struct EgressProxyArgs {
 }
 
 #[derive(Debug, Args)]
-#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
 pub(crate) struct FetchArgs {
     /// The https:// URL.
     pub(crate) url: String,
@@ -125,7 +124,7 @@ pub(crate) struct FetchArgs {
     #[arg(long, value_name = "HOST")]
     pub(crate) allow: Vec<String>,
     /// An allowed port (default: 443 only); repeatable.
-    #[arg(long, value_name = "PORT")]
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub(crate) allow_port: Vec<u16>,
     /// Largest response body accepted, in bytes.
     #[arg(long, value_name = "N")]

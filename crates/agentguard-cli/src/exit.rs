@@ -11,6 +11,11 @@ pub(crate) const SUCCESS: u8 = 0;
 pub(crate) const FAILURE: u8 = 1;
 /// The command line or its input was not understood (clap usage errors use this too).
 pub(crate) const USAGE: u8 = 2;
+/// Refused by policy or by a safety limit: a host, port or address not allowed, a redirect,
+/// a body over the limit.
+pub(crate) const DENIED: u8 = 123;
+/// A time limit was reached.
+pub(crate) const TIMEOUT: u8 = 124;
 /// agentguard itself, or a container engine, failed; also a subcommand this build lacks.
 pub(crate) const ERROR: u8 = 125;
 

@@ -5,6 +5,7 @@ mod args;
 mod audit;
 mod classify;
 mod exit;
+mod fetch;
 mod logging;
 mod output;
 
@@ -22,6 +23,13 @@ pub(crate) struct Exit {
 }
 
 impl Exit {
+    pub(crate) fn new(code: u8, message: impl Into<String>) -> Exit {
+        Exit {
+            code,
+            message: message.into(),
+        }
+    }
+
     pub(crate) fn failure(message: impl Into<String>) -> Exit {
         Exit {
             code: exit::FAILURE,
@@ -67,6 +75,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Classify(args) => classify::run(&args),
         Command::Audit(command) => audit::run(command),
+        Command::Fetch(args) => fetch::run(&args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "agentguard", &mut std::io::stdout());

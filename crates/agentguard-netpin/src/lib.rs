@@ -3,7 +3,23 @@
 //!
 //! It exists so that a DNS server cannot answer one address for the check and another for the
 //! connection (DNS rebinding). This crate is the only place in the workspace that resolves
-//! names; the egress proxy reuses it. Status: the resolver, dialer and fetcher are the subject
-//! of the netpin issue and are not written yet; this crate is an empty placeholder until then.
+//! names: [`pin`] and [`dial`] are reused by the egress proxy, and [`Fetcher`] is the
+//! seed's `NetworkExecutor`. Nothing here reads the environment, so proxy variables cannot
+//! redirect a request.
 
 #![warn(missing_docs)]
+
+mod error;
+mod fetch;
+mod pin;
+mod resolve;
+mod url;
+
+pub use error::{Error, FetchError, Result};
+pub use fetch::{DEFAULT_MAX_BYTES, Fetcher, FetcherBuilder, Response};
+pub use pin::{DEFAULT_MAX_ANSWERS, PinnedHost, dial, pin};
+pub use resolve::{BoxFuture, DnsResolver, Resolve};
+pub use url::HttpsUrl;
+
+#[cfg(test)]
+mod tests;

@@ -2,6 +2,7 @@
 
 mod audit;
 mod classify;
+mod fetch;
 mod surface;
 
 use std::process::{Command, Output};

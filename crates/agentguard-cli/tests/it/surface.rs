@@ -80,12 +80,6 @@ fn unbuilt_subcommands_refuse_with_125_and_say_so() {
     for args in [
         &["run", "run_tests"][..],
         &["egress-proxy", "--allow", "pkgs.example.com"],
-        &[
-            "fetch",
-            "https://pkgs.example.test/",
-            "--allow",
-            "pkgs.example.test",
-        ],
         &["doctor"],
         &["gc"],
     ] {

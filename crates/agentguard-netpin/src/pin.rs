@@ -1,0 +1,100 @@
+//! Resolve once, check every answer, dial exactly the checked addresses.
+//!
+//! This is the guarantee the crate exists for: the addresses that passed the check are the
+//! only ones ever dialed, and the name is never resolved a second time for the dial, so a DNS
+//! server that answers differently later (rebinding) cannot redirect the connection.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use agentguard_policy::{AddressPolicy, DomainName};
+use tokio::net::TcpStream;
+
+use crate::error::FetchError;
+use crate::resolve::Resolve;
+
+/// The default bound on the number of answers considered for one name.
+pub const DEFAULT_MAX_ANSWERS: usize = 32;
+
+/// A name and the addresses that passed the address policy: the only ones to dial.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedHost {
+    /// The name.
+    pub name: DomainName,
+    /// The checked addresses, in resolver order, without duplicates.
+    pub addrs: Vec<IpAddr>,
+}
+
+/// Resolves `name` once and checks every answer: one non-public answer refuses the name.
+pub async fn pin(
+    resolver: &dyn Resolve,
+    policy: &AddressPolicy,
+    name: &DomainName,
+    max_answers: usize,
+) -> Result<PinnedHost, FetchError> {
+    let answers = resolver
+        .lookup(name)
+        .await
+        .map_err(|message| FetchError::Dns {
+            name: name.to_string(),
+            message,
+        })?;
+    let mut addrs: Vec<IpAddr> = Vec::with_capacity(answers.len());
+    for ip in answers {
+        if !addrs.contains(&ip) {
+            addrs.push(ip);
+        }
+    }
+    if addrs.len() > max_answers {
+        return Err(FetchError::TooManyAnswers {
+            name: name.to_string(),
+            count: addrs.len(),
+            limit: max_answers,
+        });
+    }
+    policy.check_all(&addrs).map_err(|denial| {
+        FetchError::Denied(agentguard_policy::Denial {
+            message: format!("{} resolved to {addrs:?}: {}", name, denial.message),
+            ..denial
+        })
+    })?;
+    Ok(PinnedHost {
+        name: name.clone(),
+        addrs,
+    })
+}
+
+/// Connects to the pinned addresses in order, each attempt bounded by `timeout`; returns the
+/// first stream that connects. Never resolves anything.
+pub async fn dial(
+    pinned: &PinnedHost,
+    port: u16,
+    timeout: Duration,
+) -> Result<(TcpStream, SocketAddr), FetchError> {
+    let mut failures = Vec::new();
+    let mut timed_out = 0;
+    for ip in &pinned.addrs {
+        let addr = SocketAddr::new(*ip, port);
+        match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                return Ok((stream, addr));
+            }
+            Ok(Err(e)) => failures.push(format!("{addr}: {e}")),
+            Err(_) => {
+                timed_out += 1;
+                failures.push(format!("{addr}: timed out after {timeout:?}"));
+            }
+        }
+    }
+    if timed_out > 0 && timed_out == pinned.addrs.len() {
+        return Err(FetchError::Timeout {
+            stage: "connect",
+            limit: timeout,
+        });
+    }
+    Err(FetchError::Connect {
+        name: pinned.name.to_string(),
+        message: failures.join("; "),
+    })
+}

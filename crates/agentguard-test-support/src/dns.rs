@@ -1,0 +1,203 @@
+//! A DNS server for tests: answers A and AAAA queries over UDP from a table, with TTL 0.
+//!
+//! It can answer differently to the first query for a name and type than to later ones (DNS
+//! rebinding), answer NXDOMAIN, and it logs every query so that tests can count them.
+//! Names not in the table get NXDOMAIN.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use tokio::net::UdpSocket;
+use tokio::task::JoinHandle;
+
+const TYPE_A: u16 = 1;
+const TYPE_AAAA: u16 = 28;
+
+#[derive(Debug, Clone)]
+enum Zone {
+    Records {
+        first: Vec<IpAddr>,
+        later: Vec<IpAddr>,
+    },
+    NxDomain,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    zones: HashMap<String, Zone>,
+    /// Every query received: (name, type).
+    log: Vec<(String, u16)>,
+}
+
+/// The fake DNS server. Stops when dropped.
+#[derive(Debug)]
+pub struct FakeDns {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FakeDns {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn canonical(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+impl FakeDns {
+    /// Starts the server on 127.0.0.1 at a free UDP port.
+    pub async fn start() -> FakeDns {
+        let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .expect("bind fake DNS");
+        let addr = socket.local_addr().expect("fake DNS address");
+        let state = Arc::new(Mutex::new(State::default()));
+        let task = tokio::spawn(serve(socket, Arc::clone(&state)));
+        FakeDns { addr, state, task }
+    }
+
+    /// The address to use as a name server.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Answers `name` with `ips` (A for IPv4, AAAA for IPv6), every time.
+    pub fn answer(&self, name: &str, ips: &[IpAddr]) {
+        self.rebind(name, ips, ips);
+    }
+
+    /// Answers the first query of each type for `name` from `first`, later ones from `later`.
+    pub fn rebind(&self, name: &str, first: &[IpAddr], later: &[IpAddr]) {
+        self.state.lock().unwrap().zones.insert(
+            canonical(name),
+            Zone::Records {
+                first: first.to_vec(),
+                later: later.to_vec(),
+            },
+        );
+    }
+
+    /// Answers NXDOMAIN for `name`.
+    pub fn nxdomain(&self, name: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .zones
+            .insert(canonical(name), Zone::NxDomain);
+    }
+
+    /// The record types queried for `name`, in order (`"A"`, `"AAAA"`, or the number).
+    pub fn queries(&self, name: &str) -> Vec<String> {
+        let name = canonical(name);
+        self.state
+            .lock()
+            .unwrap()
+            .log
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, t)| match *t {
+                TYPE_A => "A".to_owned(),
+                TYPE_AAAA => "AAAA".to_owned(),
+                other => other.to_string(),
+            })
+            .collect()
+    }
+
+    /// Every query received, for any name.
+    pub fn total_queries(&self) -> usize {
+        self.state.lock().unwrap().log.len()
+    }
+}
+
+async fn serve(socket: UdpSocket, state: Arc<Mutex<State>>) {
+    let mut buf = [0u8; 1500];
+    loop {
+        let Ok((len, peer)) = socket.recv_from(&mut buf).await else {
+            continue;
+        };
+        if let Some(reply) = respond(&buf[..len], &state) {
+            let _ = socket.send_to(&reply, peer).await;
+        }
+    }
+}
+
+/// Parses one query and builds the reply; `None` for anything that is not a query.
+fn respond(query: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
+    if query.len() < 12 || query[2] & 0x80 != 0 {
+        return None;
+    }
+    let mut pos = 12;
+    let mut labels = Vec::new();
+    loop {
+        let len = *query.get(pos)? as usize;
+        pos += 1;
+        if len == 0 {
+            break;
+        }
+        if len > 63 {
+            return None;
+        }
+        labels.push(String::from_utf8_lossy(query.get(pos..pos + len)?).to_ascii_lowercase());
+        pos += len;
+    }
+    let qtype = u16::from_be_bytes([*query.get(pos)?, *query.get(pos + 1)?]);
+    let question_end = pos + 4;
+    query.get(..question_end)?;
+    let name = labels.join(".");
+
+    let mut state = state.lock().unwrap();
+    let previous = state
+        .log
+        .iter()
+        .filter(|(n, t)| *n == name && *t == qtype)
+        .count();
+    state.log.push((name.clone(), qtype));
+    let (rcode, answers): (u16, Vec<IpAddr>) = match state.zones.get(&name) {
+        None | Some(Zone::NxDomain) => (3, Vec::new()),
+        Some(Zone::Records { first, later }) => {
+            let pool = if previous == 0 { first } else { later };
+            let wanted = pool
+                .iter()
+                .copied()
+                .filter(|ip| {
+                    matches!(
+                        (ip, qtype),
+                        (IpAddr::V4(_), TYPE_A) | (IpAddr::V6(_), TYPE_AAAA)
+                    )
+                })
+                .collect();
+            (0, wanted)
+        }
+    };
+    drop(state);
+
+    let mut reply = Vec::with_capacity(512);
+    reply.extend_from_slice(&query[..2]);
+    let rd = u16::from_be_bytes([query[2], query[3]]) & 0x0100;
+    reply.extend_from_slice(&(0x8000 | 0x0400 | rd | 0x0080 | rcode).to_be_bytes());
+    reply.extend_from_slice(&1u16.to_be_bytes());
+    reply.extend_from_slice(&(answers.len() as u16).to_be_bytes());
+    reply.extend_from_slice(&[0, 0, 0, 0]);
+    reply.extend_from_slice(&query[12..question_end]);
+    for ip in answers {
+        reply.extend_from_slice(&[0xC0, 0x0C]);
+        reply.extend_from_slice(&qtype.to_be_bytes());
+        reply.extend_from_slice(&1u16.to_be_bytes());
+        reply.extend_from_slice(&0u32.to_be_bytes());
+        match ip {
+            IpAddr::V4(v4) => {
+                reply.extend_from_slice(&4u16.to_be_bytes());
+                reply.extend_from_slice(&v4.octets());
+            }
+            IpAddr::V6(v6) => {
+                reply.extend_from_slice(&16u16.to_be_bytes());
+                reply.extend_from_slice(&v6.octets());
+            }
+        }
+    }
+    Some(reply)
+}

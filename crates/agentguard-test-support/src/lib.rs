@@ -1,0 +1,16 @@
+//! Real servers for network tests, all on loopback: a DNS server speaking the DNS protocol
+//! over UDP, a TLS upstream with a test CA, and a listener that records who connected.
+//!
+//! It exists so that the netpin and egress tests meet real protocol peers instead of mocks,
+//! while obeying the network rule: everything binds to 127.0.0.0/8 and nothing here ever
+//! dials out. Shared by the crates' integration tests (hickory's `test-support` pattern).
+
+#![warn(missing_docs)]
+
+mod dns;
+mod listener;
+mod tls;
+
+pub use dns::FakeDns;
+pub use listener::RecordingListener;
+pub use tls::{Seen, TestCa, TlsUpstream};
