@@ -1,5 +1,5 @@
 //! Installs and starts what the tests need: Docker (with gVisor registered), Podman, runc,
-//! runsc, busybox-static, debootstrap.
+//! runsc, busybox-static, debootstrap, and the real clients (curl, python3) of the proxy tests.
 //!
 //! Shared by `cargo xtask setup`, `demo` and `ci`, and so by `.ci/run`: a fresh Debian machine
 //! has none of these, and a green CI must never depend on something installed by hand. Every
@@ -24,6 +24,9 @@ const PACKAGES: &[(&str, &str)] = &[
     ("busybox-static", "/var/lib/dpkg/info/busybox-static.list"),
     ("debootstrap", "/usr/sbin/debootstrap"),
     ("catatonit", "/usr/libexec/podman/catatonit"),
+    // Real clients for the egress proxy tests.
+    ("curl", "/usr/bin/curl"),
+    ("python3", "/usr/bin/python3"),
     // Podman's image trust policy; without it every `podman import` fails.
     (
         "golang-github-containers-common",

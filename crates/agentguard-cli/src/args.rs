@@ -82,7 +82,6 @@ pub(crate) struct RunArgs {
 }
 
 #[derive(Debug, Args)]
-#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
 pub(crate) struct EgressProxyArgs {
     /// An allowed host or pattern (`pkgs.example.com`, `*.example.com`, `*`); repeatable.
     #[arg(long, value_name = "HOST")]
@@ -114,6 +113,9 @@ pub(crate) struct EgressProxyArgs {
     /// Tunnel idle timeout in seconds.
     #[arg(long, value_name = "S")]
     pub(crate) idle_timeout: Option<u64>,
+    /// Seconds open tunnels get to finish after SIGINT/SIGTERM before they are closed.
+    #[arg(long, value_name = "S", default_value_t = 10)]
+    pub(crate) grace: u64,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 mod args;
 mod audit;
 mod classify;
+mod egress;
 mod exit;
 mod fetch;
 mod logging;
@@ -76,6 +77,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Classify(args) => classify::run(&args),
         Command::Audit(command) => audit::run(command),
         Command::Fetch(args) => fetch::run(&args),
+        Command::EgressProxy(args) => egress::run(&args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "agentguard", &mut std::io::stdout());

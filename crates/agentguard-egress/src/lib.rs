@@ -1,9 +1,20 @@
 //! The egress proxy: accepts `CONNECT host:port` only, for allowlisted hosts and ports,
-//! resolves through the pinning resolver, refuses non-public addresses, and audits every
-//! decision.
+//! resolves through netpin's pinning resolver, refuses non-public addresses, tunnels to the
+//! checked address, and audits every decision and every tunnel close.
 //!
 //! It exists so that tools which need some network access (a package install) get exactly the
-//! hosts they need and nothing else. Status: the proxy is the subject of the egress issue and
-//! is not written yet; this crate is an empty placeholder until then.
+//! hosts they need and nothing else. It cannot see inside TLS: see docs/egress.md for how to
+//! make it the only way out and what it does not stop.
 
 #![warn(missing_docs)]
+
+mod blocking;
+mod error;
+mod head;
+mod proxy;
+mod response;
+mod tunnel;
+
+pub use blocking::BlockingEgressProxy;
+pub use error::{Error, Result};
+pub use proxy::{EgressProxy, EgressProxyBuilder, Shutdown};

@@ -6,7 +6,7 @@
 
 use std::net::IpAddr;
 
-use crate::addr::{AddressPolicy, classify};
+use crate::addr::AddressPolicy;
 use crate::decision::{Denial, Reason};
 use crate::host::{DomainName, Host, HostAllowlist};
 use crate::port::PortSet;
@@ -45,27 +45,24 @@ impl TargetPolicy {
 
     /// Decides a target before any DNS query: port, then host.
     ///
-    /// An IP literal is refused: as `non_public_address` (naming the range) when it is not
-    /// public, otherwise as `ip_literal_not_allowed`, since patterns match names only.
+    /// An IP literal is refused: as `non_public_address` (naming the range) when the address
+    /// policy (with the operator's overrides) refuses it, otherwise as `ip_literal_not_allowed`,
+    /// since patterns match names only.
     pub fn check_target(&self, host: &Host, port: u16) -> Result<TargetPermit, Denial> {
         self.ports.check(port)?;
         match host {
-            Host::Ip(ip) => {
-                let class = classify(*ip);
-                Err(if class.is_public() {
-                    Denial::new(
-                        Reason::IpLiteralNotAllowed,
-                        format!(
-                            "{ip} is an IP literal; only host names on the allowlist may be reached"
-                        ),
-                    )
-                } else {
-                    Denial::new(
-                        Reason::NonPublicAddress,
-                        format!("{ip} is an IP literal and is not public: {class}"),
-                    )
-                })
-            }
+            Host::Ip(ip) => Err(match self.addresses.check(*ip) {
+                Ok(_) => Denial::new(
+                    Reason::IpLiteralNotAllowed,
+                    format!(
+                        "{ip} is an IP literal; only host names on the allowlist may be reached"
+                    ),
+                ),
+                Err(denial) => Denial::new(
+                    Reason::NonPublicAddress,
+                    format!("the target is an IP literal, and {}", denial.message),
+                ),
+            }),
             Host::Domain(name) => {
                 let rule = self.hosts.check(host)?;
                 Ok(TargetPermit {

@@ -8,9 +8,11 @@
 #![warn(missing_docs)]
 
 mod dns;
+mod echo;
 mod listener;
 mod tls;
 
 pub use dns::FakeDns;
+pub use echo::EchoServer;
 pub use listener::RecordingListener;
 pub use tls::{Seen, TestCa, TlsUpstream};

@@ -2,6 +2,7 @@
 
 mod audit;
 mod classify;
+mod egress;
 mod fetch;
 mod surface;
 

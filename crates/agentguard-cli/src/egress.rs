@@ -1,0 +1,104 @@
+//! `agentguard egress-proxy`: the allowlisting CONNECT proxy as a long-running process.
+//!
+//! Prints exactly one line on stdout once it accepts connections, `listening on IP:PORT`
+//! (with the real port when `--port 0`), then runs until SIGINT or SIGTERM, stops accepting,
+//! lets open tunnels finish for `--grace` seconds, and syncs the audit log before exiting 0.
+
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentguard_audit::{AuditLog, AuditSink, Durability, LogOptions};
+use agentguard_egress::EgressProxy;
+use agentguard_netpin::DnsResolver;
+use agentguard_policy::parse_cidr;
+use anyhow::Context;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::args::EgressProxyArgs;
+use crate::{Exit, exit};
+
+pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
+    if args.allow.is_empty() {
+        return Err(Exit::usage("no --allow given: name at least one host (for example --allow pkgs.example.com); an empty allowlist never means \"allow everything\"").into());
+    }
+    let ip: IpAddr = args
+        .bind
+        .parse()
+        .map_err(|_| Exit::usage(format!("--bind {:?} is not an IP address", args.bind)))?;
+    let mut builder = EgressProxy::builder().bind(SocketAddr::new(ip, args.port));
+    for host in &args.allow {
+        builder = builder.allow(host);
+    }
+    for port in &args.allow_port {
+        builder = builder.allow_port(*port);
+    }
+    for cidr in &args.allow_cidr {
+        builder = builder
+            .allow_cidr(parse_cidr(cidr).map_err(|e| Exit::usage(format!("--allow-cidr: {e}")))?);
+    }
+    if let Some(n) = args.max_connections {
+        builder = builder.max_connections(n);
+    }
+    if let Some(s) = args.connect_timeout {
+        builder = builder.connect_timeout(Duration::from_secs(s));
+    }
+    if let Some(s) = args.idle_timeout {
+        builder = builder.idle_timeout(Duration::from_secs(s));
+    }
+    // The proxy's decisions are frequent and on the hot path: flush durability (docs/audit.md).
+    let log = match &args.audit {
+        Some(path) => Some(Arc::new(AuditLog::open(
+            path,
+            LogOptions::with_durability(Durability::Flush),
+        )?)),
+        None => None,
+    };
+    if let Some(log) = &log {
+        builder = builder.audit(Arc::clone(log) as Arc<dyn AuditSink>);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        if !args.nameserver.is_empty() {
+            let servers = args
+                .nameserver
+                .iter()
+                .map(|s| DnsResolver::parse_nameserver(s))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Exit::usage(e.to_string()))?;
+            builder = builder.resolver(Arc::new(DnsResolver::with_nameservers(&servers)?));
+        }
+        let mut terminate =
+            signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let proxy = builder.start().await.map_err(|e| match e {
+            agentguard_egress::Error::Policy(_) | agentguard_egress::Error::Limit { .. } => {
+                anyhow::Error::from(Exit::usage(e.to_string()))
+            }
+            other => anyhow::Error::from(other),
+        })?;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "listening on {}", proxy.local_addr())?;
+        stdout.flush()?;
+        drop(stdout);
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+            _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
+        }
+        let result = proxy.shutdown(Duration::from_secs(args.grace)).await;
+        if !result.drained {
+            eprintln!(
+                "agentguard: closed tunnels still open after the {} s grace period",
+                args.grace
+            );
+        }
+        anyhow::Ok(())
+    })?;
+    if let Some(log) = log {
+        log.sync().context("syncing the audit log")?;
+    }
+    Ok(exit::SUCCESS)
+}

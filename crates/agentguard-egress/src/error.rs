@@ -1,0 +1,38 @@
+//! Error types for agentguard-egress: the proxy could not be configured or started.
+
+use std::net::SocketAddr;
+
+/// Result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The allowlist, ports or CIDRs are invalid (an empty allowlist included).
+    #[error(transparent)]
+    Policy(#[from] agentguard_policy::Error),
+    /// The resolver could not be configured.
+    #[error(transparent)]
+    Resolver(#[from] agentguard_netpin::Error),
+    /// The listening socket could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A limit has an unusable value.
+    #[error("invalid `{field}`: {reason}")]
+    Limit {
+        /// The setting.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The proxy's thread or runtime could not be started (blocking wrapper).
+    #[error("cannot start the proxy's runtime: {0}")]
+    Runtime(String),
+}
