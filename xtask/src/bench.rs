@@ -15,12 +15,45 @@ use anyhow::{Context, Result, bail};
 use crate::cmd;
 
 /// (name, package, example, what it compares).
-const BENCHES: &[(&str, &str, &str, &str)] = &[(
-    "audit",
-    "agentguard-audit",
-    "audit_bench",
-    "Audit appends per second for each durability mode, against a baseline that serializes each event and writes and fdatasyncs it alone under a mutex. Buffered and flush figures include the final flush of the file.",
-)];
+const BENCHES: &[(&str, &str, &str, &str)] = &[
+    (
+        "audit",
+        "agentguard-audit",
+        "audit_bench",
+        "Audit appends per second for each durability mode, against a baseline that serializes each event and writes and fdatasyncs it alone under a mutex. Buffered and flush figures include the final flush of the file.",
+    ),
+    (
+        "tunnel",
+        "agentguard-egress",
+        "tunnel_bench",
+        "Tunnel throughput: 1 GiB from a loopback TCP source on 127.0.0.2, read directly (the baseline) and through a CONNECT tunnel of the release `agentguard egress-proxy` binary running as its own process. Client, source and proxy share the machine's cores.",
+    ),
+];
+
+/// The arguments each benchmark program takes after `--`.
+fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
+    Ok(match name {
+        "tunnel" => {
+            cmd::run(
+                "cargo",
+                &[
+                    "build",
+                    "--quiet",
+                    "--release",
+                    "--package",
+                    "agentguard-cli",
+                ],
+            )?;
+            let binary = cmd::root().join("target/release/agentguard");
+            vec![
+                binary.to_string_lossy().into_owned(),
+                "1024".into(),
+                "5".into(),
+            ]
+        }
+        _ => vec![scratch.to_string_lossy().into_owned()],
+    })
+}
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let selected: Vec<&(&str, &str, &str, &str)> = if args.is_empty() {
@@ -57,7 +90,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 example,
                 "--",
             ])
-            .arg(&scratch)
+            .args(bench_args(name, &scratch)?)
             .current_dir(cmd::root())
             .output()
             .with_context(|| format!("running benchmark {name}"))?;
