@@ -1,8 +1,7 @@
 //! The command-line surface of `agentguard`, exactly as DESIGN.md spells it.
 //!
 //! Scripts outside this repository depend on these words, so every subcommand and flag of the
-//! contract is declared here, including those whose implementation lands in a later issue
-//! (they refuse to run, saying so, rather than pretend).
+//! contract is declared here, in one place.
 
 use std::path::PathBuf;
 
@@ -47,26 +46,7 @@ pub(crate) enum Command {
     },
 }
 
-impl Command {
-    /// The subcommand as typed.
-    pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Command::Run(_) => "run",
-            Command::EgressProxy(_) => "egress-proxy",
-            Command::Fetch(_) => "fetch",
-            Command::Classify(_) => "classify",
-            Command::Audit(AuditCommand::Verify(_)) => "audit verify",
-            Command::Audit(AuditCommand::Show(_)) => "audit show",
-            Command::Audit(AuditCommand::Repair(_)) => "audit repair",
-            Command::Doctor => "doctor",
-            Command::Gc(_) => "gc",
-            Command::Completions { .. } => "completions",
-        }
-    }
-}
-
 #[derive(Debug, Args)]
-#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
 pub(crate) struct RunArgs {
     /// The config file.
     #[arg(long, env = "AGENTGUARD_CONFIG", default_value = "agentguard.toml")]
@@ -213,7 +193,6 @@ pub(crate) struct AuditRepairArgs {
 }
 
 #[derive(Debug, Args)]
-#[allow(dead_code, reason = "read by the subcommand once its issue lands")]
 pub(crate) struct GcArgs {
     /// List what would be removed without removing it.
     #[arg(long)]

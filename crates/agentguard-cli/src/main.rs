@@ -4,6 +4,8 @@
 mod args;
 mod audit;
 mod classify;
+mod config;
+mod containers;
 mod egress;
 mod exit;
 mod fetch;
@@ -78,14 +80,13 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Audit(command) => audit::run(command),
         Command::Fetch(args) => fetch::run(&args),
         Command::EgressProxy(args) => egress::run(&args),
+        Command::Run(args) => containers::run(&args),
+        Command::Gc(args) => containers::gc(&args),
+        Command::Doctor => containers::doctor(),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "agentguard", &mut std::io::stdout());
             Ok(exit::SUCCESS)
         }
-        other => Err(anyhow::anyhow!(
-            "`agentguard {}` is not available in this build yet: it is specified in docs/ARCHITECTURE.md and tracked as an open issue; nothing was done",
-            other.name()
-        )),
     }
 }

@@ -59,6 +59,44 @@ pub struct RunIdentity {
 }
 
 impl ContainerSpec {
+    /// Global engine flags that come before any subcommand: Podman's runtime selection (and
+    /// gVisor's network mode, which Podman must pass to runsc). Docker takes none.
+    pub fn global_args(&self) -> Vec<String> {
+        match (&self.engine.kind, &self.runtime) {
+            (EngineKind::Podman, Some(runtime)) => {
+                let mut args = vec!["--runtime".to_owned(), runtime.clone()];
+                if runtime == "runsc" {
+                    args.extend(["--runtime-flag".to_owned(), "network=none".to_owned()]);
+                }
+                args
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The host `--pids-limit` for this spec's `pids`.
+    ///
+    /// Under gVisor the host pids cgroup counts the sandbox's own threads, not the guest's
+    /// processes: measured here, `--pids-limit 128` ends an ordinary shell script, and 512 runs
+    /// 40 concurrent guest processes while 50 end the sandbox. So under runsc the host limit is
+    /// four times `pids` (512 for the default 128); a fork bomb still only ends its own sandbox.
+    pub fn host_pids_limit(&self) -> u32 {
+        match self.runtime.as_deref() {
+            Some("runsc") => self.pids.saturating_mul(4),
+            _ => self.pids,
+        }
+    }
+
+    /// An engine command that is not `run` (`kill`, `rm`, `image inspect`), with the global flags.
+    pub fn engine_command(&self, args: &[&str]) -> Invocation {
+        let mut all = self.global_args();
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        Invocation {
+            program: self.engine.program.clone(),
+            args: all.into_iter().map(OsString::from).collect(),
+        }
+    }
+
     /// The complete engine invocation for the allowlisted command `name`.
     ///
     /// Returns a `command_not_allowed` denial unless `name` is exactly an allowlisted name.
@@ -66,15 +104,10 @@ impl ContainerSpec {
         let argv = self.commands.get(name)?;
         let podman = self.engine.kind == EngineKind::Podman;
         let mut args: Vec<String> = Vec::with_capacity(64);
-        let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_owned()));
 
         // Podman's runtime selection is a global flag and must come before `run`.
-        if podman && let Some(runtime) = &self.runtime {
-            push(&["--runtime", runtime]);
-            if runtime == "runsc" {
-                push(&["--runtime-flag", "network=none"]);
-            }
-        }
+        args.extend(self.global_args());
+        let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_owned()));
         push(&["run", "--rm", "--init", "--name", &identity.name]);
         for (key, value) in &identity.labels {
             push(&["--label", &format!("{key}={value}")]);
@@ -104,7 +137,12 @@ impl ContainerSpec {
 
         // Resource limits; swap equal to memory means no swap.
         push(&["--memory", &self.memory, "--memory-swap", &self.memory]);
-        push(&["--cpus", &self.cpus, "--pids-limit", &self.pids.to_string()]);
+        push(&[
+            "--cpus",
+            &self.cpus,
+            "--pids-limit",
+            &self.host_pids_limit().to_string(),
+        ]);
         push(&[
             "--ulimit",
             &format!("nofile={0}:{0}", self.nofile),

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use agentguard_policy::CommandAllowlist;
 
@@ -52,9 +53,60 @@ pub struct ContainerSpec {
     pub(crate) environment: BTreeMap<String, String>,
     pub(crate) nofile: u32,
     pub(crate) nproc: u32,
+    pub(crate) timeout: Duration,
+    pub(crate) max_output_bytes: usize,
+    pub(crate) check: bool,
+    pub(crate) require_digest: bool,
+}
+
+/// How an image reference pins its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImagePin {
+    /// A bare name or tag: whatever the local store holds under it.
+    Tag,
+    /// `name@sha256:...`: must match one of the local image's repo digests.
+    Digest(String),
+    /// `sha256:<image id>`: the local image with exactly this ID.
+    Id(String),
 }
 
 impl ContainerSpec {
+    /// How the image reference is pinned.
+    pub fn image_pin(&self) -> ImagePin {
+        image_pin(&self.image)
+    }
+
+    /// The run's time limit.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The cap on stdout plus stderr.
+    pub fn max_output_bytes(&self) -> usize {
+        self.max_output_bytes
+    }
+
+    /// Whether a non-zero exit is an error.
+    pub fn check(&self) -> bool {
+        self.check
+    }
+
+    /// The host directory mounted at /workspace, and how.
+    pub fn workspace(&self) -> Option<(&std::path::Path, WorkspaceMode)> {
+        self.workspace.as_deref().map(|p| (p, self.workspace_mode))
+    }
+
+    /// The user the container runs as.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    /// Returns the spec with another `uid:gid` (validated: never root).
+    pub fn with_user(mut self, user: &str) -> Result<ContainerSpec> {
+        validate_user(user)?;
+        self.user = user.to_owned();
+        Ok(self)
+    }
     /// Starts a builder for `image` with every hardened default.
     pub fn builder(image: impl Into<String>) -> ContainerSpecBuilder {
         ContainerSpecBuilder {
@@ -73,6 +125,11 @@ impl ContainerSpec {
             environment: BTreeMap::new(),
             nofile: 1024,
             nproc: 4096,
+            timeout: Duration::from_secs(300),
+            max_output_bytes: 65536,
+            check: false,
+            pull: "never".into(),
+            require_digest: false,
         }
     }
 
@@ -115,9 +172,44 @@ pub struct ContainerSpecBuilder {
     environment: BTreeMap<String, String>,
     nofile: u32,
     nproc: u32,
+    timeout: Duration,
+    max_output_bytes: usize,
+    check: bool,
+    pull: String,
+    require_digest: bool,
 }
 
 impl ContainerSpecBuilder {
+    /// The time limit of a run (default 300 s); on expiry the container is killed by name.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The cap on stdout plus stderr (default 65536 bytes); past it the container is killed.
+    pub fn max_output_bytes(mut self, max: usize) -> Self {
+        self.max_output_bytes = max;
+        self
+    }
+
+    /// With `true`, a non-zero exit is an error instead of a result (default `false`).
+    pub fn check(mut self, check: bool) -> Self {
+        self.check = check;
+        self
+    }
+
+    /// The pull policy; only `never` is accepted: images must already be present.
+    pub fn pull(mut self, pull: impl Into<String>) -> Self {
+        self.pull = pull.into();
+        self
+    }
+
+    /// Refuse images referenced by a bare tag (default `false`).
+    pub fn require_digest(mut self, yes: bool) -> Self {
+        self.require_digest = yes;
+        self
+    }
+
     /// The engine (default: `docker`).
     pub fn engine(mut self, engine: Engine) -> Self {
         self.engine = engine;
@@ -220,6 +312,42 @@ impl ContainerSpecBuilder {
         for (key, value) in &self.environment {
             validate_env(key, value)?;
         }
+        if self.pull != "never" {
+            return Err(invalid(
+                "pull",
+                &self.pull,
+                "only `never` is supported: load or build the image locally first, and pin it by digest or image ID",
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(invalid("timeout", "0", "the time limit must be positive"));
+        }
+        if self.max_output_bytes == 0 {
+            return Err(invalid(
+                "max_output_bytes",
+                "0",
+                "the output cap must be positive",
+            ));
+        }
+        if self.require_digest && image_pin(&self.image) == ImagePin::Tag {
+            return Err(invalid(
+                "image",
+                &self.image,
+                "require_digest is set: reference the image as name@sha256:<digest> or sha256:<image id>",
+            ));
+        }
+        if let ImagePin::Digest(d) | ImagePin::Id(d) = image_pin(&self.image)
+            && (d.len() != 64
+                || !d
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+        {
+            return Err(invalid(
+                "image",
+                &self.image,
+                "a sha256 digest or image ID is 64 lower-case hex digits",
+            ));
+        }
         Ok(ContainerSpec {
             engine: self.engine,
             image: self.image,
@@ -236,7 +364,21 @@ impl ContainerSpecBuilder {
             environment: self.environment,
             nofile: self.nofile,
             nproc: self.nproc,
+            timeout: self.timeout,
+            max_output_bytes: self.max_output_bytes,
+            check: self.check,
+            require_digest: self.require_digest,
         })
+    }
+}
+
+fn image_pin(image: &str) -> ImagePin {
+    if let Some(id) = image.strip_prefix("sha256:") {
+        ImagePin::Id(id.to_owned())
+    } else if let Some((_, digest)) = image.split_once("@sha256:") {
+        ImagePin::Digest(digest.to_owned())
+    } else {
+        ImagePin::Tag
     }
 }
 

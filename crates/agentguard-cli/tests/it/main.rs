@@ -4,6 +4,7 @@ mod audit;
 mod classify;
 mod egress;
 mod fetch;
+mod run;
 mod surface;
 
 use std::process::{Command, Output};

@@ -1,0 +1,145 @@
+//! `agentguard run` without an engine: the config file, `--dry-run`, and refusals that must
+//! happen before any engine is started. (Runs on real engines are in `cargo xtask e2e`.)
+
+use std::fs;
+use std::path::Path;
+
+use crate::{agentguard, stderr, stdout};
+
+const BASE: &str = r#"image = "localhost/tools:latest"
+engine = "/nonexistent/bin/docker"
+workspace = "ws"
+
+[environment]
+CI = "1"
+
+[commands]
+run_tests = ["python3", "-m", "pytest", "-q"]
+"#;
+
+fn config(dir: &Path, text: &str) -> String {
+    fs::create_dir_all(dir.join("ws")).unwrap();
+    let path = dir.join("agentguard.toml");
+    fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn dry_run_prints_the_hardened_argv_with_paths_relative_to_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), BASE);
+    let out = agentguard(&["run", "--config", &cfg, "run_tests", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let argv = stdout(&out);
+    let ws = dir.path().join("ws").canonicalize().unwrap();
+    for needle in [
+        "/nonexistent/bin/docker run --rm --init --name agentguard-",
+        "--network none --read-only",
+        "--cap-drop ALL --security-opt no-new-privileges --user 65534:65534",
+        "--memory 512m --memory-swap 512m --cpus 1 --pids-limit 128",
+        &format!(
+            "--mount type=bind,source={},target=/workspace,readonly",
+            ws.display()
+        ),
+        "--env CI=1 --entrypoint python3 localhost/tools:latest -m pytest -q",
+    ] {
+        assert!(argv.contains(needle), "{needle:?} missing from {argv}");
+    }
+    assert_eq!(argv.lines().count(), 1);
+}
+
+#[test]
+fn a_name_off_the_allowlist_exits_123_without_touching_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), BASE);
+    for args in [
+        &["run", "--config", &cfg, "rm -rf /", "--dry-run"][..],
+        &["run", "--config", &cfg, "RUN_TESTS"],
+    ] {
+        let out = agentguard(args);
+        assert_eq!(out.status.code(), Some(123), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("command_not_allowed"),
+            "{}",
+            stderr(&out)
+        );
+        // The engine path does not exist: reaching it would have been an engine error (125).
+        assert!(!stderr(&out).contains("cannot start the engine"));
+    }
+}
+
+#[test]
+fn unknown_keys_name_the_key_and_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        &BASE.replace(
+            "workspace = \"ws\"\n",
+            "workspace = \"ws\"\nnetwrok = \"none\"\n",
+        ),
+    );
+    let out = agentguard(&["run", "--config", &cfg, "run_tests", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("line 4") && err.contains("unknown field `netwrok`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn invalid_values_name_the_field_and_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    for (line, needle) in [
+        ("memory = \"lots\"", "`memory` value \"lots\""),
+        ("user = \"0:0\"", "never runs as root"),
+        ("network = \"host\"", "`network` value \"host\""),
+        ("pull = \"always\"", "only `never` is supported"),
+        ("runtime = \"--privileged\"", "`runtime` value"),
+        ("workspace_mode = \"RW\"", "expected `ro` or `rw`"),
+    ] {
+        let cfg = config(dir.path(), &format!("{line}\n{BASE}"));
+        let out = agentguard(&["run", "--config", &cfg, "run_tests", "--dry-run"]);
+        assert_eq!(out.status.code(), Some(2), "{line}");
+        assert!(stderr(&out).contains(needle), "{line}: {}", stderr(&out));
+    }
+    let missing = config(dir.path(), &BASE.replace("\"ws\"", "\"no-such-dir\""));
+    let out = agentguard(&["run", "--config", &missing, "run_tests", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no-such-dir"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_rw_workspace_never_runs_as_root() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &format!("workspace_mode = \"rw\"\n{BASE}"));
+    let ws = dir.path().join("ws");
+    let me = fs::metadata(dir.path()).unwrap();
+    let out = agentguard(&["run", "--config", &cfg, "run_tests", "--dry-run"]);
+    if me.uid() == 0 {
+        // As root, with a root-owned workspace: refused.
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            stderr(&out).contains("would run the container as root"),
+            "{}",
+            stderr(&out)
+        );
+        // As root, with a workspace owned by someone else: that owner.
+        std::os::unix::fs::chown(&ws, Some(1234), Some(2345)).unwrap();
+        let out = agentguard(&["run", "--config", &cfg, "run_tests", "--dry-run"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains("--user 1234:2345"),
+            "{}",
+            stdout(&out)
+        );
+    } else {
+        assert!(
+            stdout(&out).contains(&format!("--user {}:{}", me.uid(), me.gid())),
+            "{}",
+            stdout(&out)
+        );
+    }
+    assert!(!stdout(&out).contains(",readonly"), "the mount is writable");
+}

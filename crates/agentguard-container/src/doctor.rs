@@ -1,0 +1,172 @@
+//! `agentguard doctor`: what the engines on this machine can and cannot enforce.
+//!
+//! Each finding says what was checked, what was seen, and, for a problem, what to do. The
+//! checks are cheap engine queries (`info`, file reads); nothing is started except the
+//! optional trivial hardened run of a local image.
+
+use std::path::Path;
+
+use crate::argv::Invocation;
+use crate::engine::{Engine, EngineKind};
+use crate::run::run_quiet;
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Works.
+    Ok,
+    /// Works, with a caveat worth knowing.
+    Warn,
+    /// Does not work, or a limit would silently not apply.
+    Fail,
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// How serious.
+    pub level: Level,
+    /// What was checked and what was seen.
+    pub what: String,
+    /// What to do (empty when nothing is needed).
+    pub fix: String,
+}
+
+fn finding(level: Level, what: impl Into<String>, fix: impl Into<String>) -> Finding {
+    Finding {
+        level,
+        what: what.into(),
+        fix: fix.into(),
+    }
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+}
+
+async fn query(engine: &Engine, args: &[&str]) -> Option<String> {
+    let invocation = Invocation {
+        program: engine.program.clone(),
+        args: args.iter().map(Into::into).collect(),
+    };
+    let out = run_quiet(&invocation).await.ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Runs every check.
+pub async fn diagnose() -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    findings.push(finding(
+        Level::Ok,
+        format!(
+            "cgroup version: {}",
+            if v2 { "v2" } else { "v1 (or hybrid)" }
+        ),
+        "",
+    ));
+    if !v2 {
+        for (controller, limit) in [("memory", "memory"), ("pids", "pids"), ("cpu", "cpus")] {
+            if !Path::new(&format!("/sys/fs/cgroup/{controller}")).exists() {
+                findings.push(finding(Level::Fail, format!("the {controller} cgroup controller is not mounted: the `{limit}` limit would not apply"), "enable the controller in the kernel command line or use a cgroup v2 host"));
+            }
+        }
+    }
+    for kind in [EngineKind::Docker, EngineKind::Podman] {
+        let name = kind.program_name();
+        if !on_path(name) {
+            findings.push(finding(
+                Level::Warn,
+                format!("{name}: not found on PATH"),
+                format!(
+                    "install it (Debian: apt-get install {})",
+                    if kind == EngineKind::Docker {
+                        "docker.io"
+                    } else {
+                        "podman runc"
+                    }
+                ),
+            ));
+            continue;
+        }
+        let engine = Engine::of_kind(kind);
+        let info_args: &[&str] = match kind {
+            EngineKind::Docker => &[
+                "info",
+                "--format",
+                "{{json .Runtimes}}|{{json .SecurityOptions}}|{{.CgroupVersion}}|{{.SwapLimit}}|{{.MemoryLimit}}|{{.PidsLimit}}",
+            ],
+            EngineKind::Podman => &[
+                "--runtime",
+                "runc",
+                "info",
+                "--format",
+                "{{.Host.Security.Rootless}}|{{.Host.OCIRuntime.Name}}",
+            ],
+        };
+        let Some(info) = query(&engine, info_args).await else {
+            findings.push(finding(Level::Fail, format!("{name}: found but not answering `{name} info`"), match kind {
+                EngineKind::Docker => "start the daemon: `dockerd` (or `systemctl start docker`); `cargo xtask setup` does it on Debian",
+                EngineKind::Podman => "check `podman --runtime runc info`; on cgroup v1 hosts podman needs runc",
+            }));
+            continue;
+        };
+        findings.push(finding(Level::Ok, format!("{name}: running"), ""));
+        let fields: Vec<&str> = info.split('|').collect();
+        match kind {
+            EngineKind::Docker => {
+                let runtimes = fields.first().copied().unwrap_or_default();
+                if runtimes.contains("\"runsc\"") {
+                    let level = if runtimes.contains("--network=none") {
+                        Level::Ok
+                    } else {
+                        Level::Fail
+                    };
+                    findings.push(finding(level, "docker: runsc (gVisor) is registered", if level == Level::Ok { "" } else { "add \"runtimeArgs\": [\"--network=none\"] to runsc in /etc/docker/daemon.json, or `--network none` runs fail" }));
+                } else {
+                    findings.push(finding(Level::Warn, "docker: runsc (gVisor) is not registered; runtime = \"runsc\" will be refused", "install runsc and add {\"runtimes\":{\"runsc\":{\"path\":\"/usr/bin/runsc\",\"runtimeArgs\":[\"--network=none\"]}}} to /etc/docker/daemon.json, then reload dockerd"));
+                }
+                if fields.get(1).is_some_and(|s| s.contains("rootless")) {
+                    findings.push(finding(Level::Warn, "docker: rootless mode: uids are mapped, so the rw-workspace owner rule does not hold", "use workspace_mode = \"ro\" or a rootful daemon"));
+                }
+                for (index, limit) in [(3, "memory swap"), (4, "memory"), (5, "pids")] {
+                    if fields.get(index).copied() == Some("false") {
+                        findings.push(finding(Level::Fail, format!("docker: the {limit} limit is not supported by this daemon and would silently not apply"), "enable the cgroup controller (kernel command line) and restart dockerd"));
+                    }
+                }
+            }
+            EngineKind::Podman => {
+                if fields.first().copied() == Some("true") {
+                    findings.push(finding(Level::Warn, "podman: rootless", "rootless podman needs --userns=keep-id for rw workspaces; prefer workspace_mode = \"ro\""));
+                }
+                if !v2 {
+                    findings.push(finding(Level::Warn, "podman: on cgroup v1 hosts crun fails (\"cgroups in hybrid mode not supported\")", "set runtime = \"runc\" (or \"runsc\") in agentguard.toml"));
+                }
+                findings.push(finding(
+                    if on_path("runsc") {
+                        Level::Ok
+                    } else {
+                        Level::Warn
+                    },
+                    format!(
+                        "podman: runsc {}",
+                        if on_path("runsc") {
+                            "found"
+                        } else {
+                            "not found; runtime = \"runsc\" will be refused"
+                        }
+                    ),
+                    if on_path("runsc") {
+                        ""
+                    } else {
+                        "apt-get install runsc"
+                    },
+                ));
+            }
+        }
+    }
+    findings
+}
