@@ -12,6 +12,9 @@ echo "workspace_read=$(cat /workspace/marker 2>&1)"
 echo "tmp_write=$(echo x > /tmp/probe && echo allowed)"
 cp /bin/busybox /tmp/probe-exec 2>/dev/null
 echo "tmp_exec=$(/tmp/probe-exec true 2>&1 && echo allowed)"
+head -c 70000000 /dev/zero > /tmp/fill 2>/dev/null
+echo "tmp_cap=$(wc -c < /tmp/fill)"
+rm -f /tmp/fill
 echo "shm_write=$(touch /dev/shm/probe 2>&1 && echo allowed)"
 echo "interfaces=$(ls /sys/class/net | tr '\n' ' ')"
 echo "env_canary=${AGENTGUARD_E2E_CANARY:-absent}"

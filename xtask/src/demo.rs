@@ -3,12 +3,10 @@
 //! It sets up the engines, classifies a few addresses with the real `agentguard` binary, then
 //! runs an allowlisted command in a hardened container (and refuses one that is not).
 
-use std::time::Duration;
-
-use agentguard_container::{ContainerSpec, Engine, EngineKind, RunIdentity};
+use agentguard_container::{ContainerExecutor, ContainerSpec, Engine, EngineKind};
 use anyhow::{Result, bail};
 
-use crate::{cmd, e2e, image, setup};
+use crate::{cmd, image, setup};
 
 pub(crate) fn run() -> Result<()> {
     let engines = setup::run()?;
@@ -46,33 +44,40 @@ pub(crate) fn run() -> Result<()> {
     if let Some(runtime) = runtime {
         builder = builder.runtime(runtime);
     }
-    let spec = builder.build()?;
-    let identity = RunIdentity {
-        name: format!("agentguard-demo-{}", std::process::id()),
-        labels: vec![("agentguard.demo".into(), "1".into())],
-    };
-
+    let executor = ContainerExecutor::new(builder.build()?);
+    let identity = executor.identity();
     println!(
         "\n== demo 2/3: the allowlisted command `whoami` in a hardened container ({kind}{})",
         runtime.map(|r| format!(" under {r}")).unwrap_or_default()
     );
-    let invocation = spec
+    let invocation = executor
+        .spec()
         .invocation("whoami", &identity)
         .map_err(|d| anyhow::anyhow!("{d}"))?;
     println!("$ {}", invocation.display());
-    let (code, stdout, stderr) =
-        e2e::run_invocation(kind, &invocation, &identity.name, Duration::from_secs(60))?;
-    print!("{stdout}{stderr}");
-    if stderr.contains("Read-only file system") {
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(executor.run_with("whoami", &identity))?;
+    print!(
+        "{}{}",
+        String::from_utf8_lossy(&result.stdout),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    if String::from_utf8_lossy(&result.stderr).contains("Read-only file system") {
         println!(
-            "(exit status {code}: the write to the root file system was refused, as it must be)"
+            "(exit status {:?}: the write to the root file system was refused, as it must be)",
+            result.exit_code
         );
     } else {
-        bail!("the write to the root file system was not refused (exit status {code})");
+        bail!(
+            "the write to the root file system was not refused (exit status {:?})",
+            result.exit_code
+        );
     }
 
     println!("\n== demo 3/3: a name that is not on the allowlist never reaches the engine");
-    match spec.invocation("rm -rf /", &identity) {
+    match executor.spec().invocation("rm -rf /", &identity) {
         Ok(_) => bail!("an unlisted name produced an argv"),
         Err(denial) => println!("{denial}"),
     }

@@ -1,24 +1,32 @@
-//! `cargo xtask e2e`: the hardened argv on real Docker, Podman and gVisor.
+//! `cargo xtask e2e`: the container executor on real Docker, Podman and gVisor.
 //!
-//! For every engine/runtime combination found, it runs the probe script inside a container
-//! launched with exactly the argv that `agentguard-container` generates, and checks each
-//! isolation property from inside. A missing combination is SKIPPED loudly; one named by
-//! `--require` fails the run, so CI can never pass by skipping.
+//! For every engine/runtime combination found, it runs containers through exactly the code
+//! path users get (`ContainerExecutor`, and the `agentguard run` binary for the headline
+//! pytest example) and checks each isolation property: from inside the container with the
+//! probe script, and from outside (run status, host file ownership, leftover containers and
+//! gVisor processes). A missing combination is SKIPPED loudly; one named by `--require` fails
+//! the run, so CI can never pass by skipping.
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use agentguard_container::{ContainerSpec, Engine, EngineKind, RunIdentity};
+use agentguard_container::{
+    ContainerExecutor, ContainerSpec, ContainerSpecBuilder, Engine, EngineKind, RunResult,
+    RunStatus, WorkspaceMode,
+};
 use anyhow::{Context, Result, bail};
 
 use crate::{cmd, image, setup};
 
 /// The probe, run with `sh -c` inside the container.
 pub(crate) const PROBE: &str = include_str!("../../tests/e2e/probe.sh");
+
+/// A variable set in the engine's environment that must never reach a container.
+const CANARY: &str = "AGENTGUARD_E2E_CANARY";
 
 /// One engine and runtime to test.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +44,15 @@ impl Combo {
 
     pub(crate) fn gvisor(&self) -> bool {
         self.runtime == Some("runsc")
+    }
+
+    /// A spec builder for this engine and runtime with the probe image.
+    fn builder(&self, image: &str) -> ContainerSpecBuilder {
+        let builder = ContainerSpec::builder(image).engine(Engine::of_kind(self.engine));
+        match self.runtime {
+            Some(runtime) => builder.runtime(runtime),
+            None => builder,
+        }
     }
 }
 
@@ -97,29 +114,49 @@ fn parse_require(args: &[String]) -> Result<Vec<String>> {
 }
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
+    // The executor passes only a short list of variables to the engine; to prove that nothing
+    // else leaks, e2e runs with a canary and a proxy variable in its own environment.
+    if std::env::var_os(CANARY).is_none() {
+        let status = Command::new(std::env::current_exe()?)
+            .arg("e2e")
+            .args(args)
+            .env(CANARY, "leaked-from-host")
+            .env("HTTP_PROXY", "http://127.0.0.1:9")
+            .status()
+            .context("re-running e2e with the canary variables")?;
+        if !status.success() {
+            bail!("e2e failed");
+        }
+        return Ok(());
+    }
     let require = parse_require(args)?;
     println!("== e2e: hardened containers on real engines");
+    cmd::run(
+        "cargo",
+        &["build", "--quiet", "--package", "agentguard-cli"],
+    )?;
     let engines = setup::detect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let mut failures = Vec::new();
-    let (mut ran, mut passed, mut skipped) = (0, 0, 0);
+    let (mut passed, mut skipped) = (0, 0);
     for combo in COMBOS {
         let label = combo.label();
         if !available(&combo, &engines) {
-            let loud = format!(
+            eprintln!(
                 "!!!!! SKIPPED {label}: not available on this machine (run `cargo xtask setup`) !!!!!"
             );
-            eprintln!("{loud}");
             skipped += 1;
             if required(&combo, &require) {
                 failures.push(format!("{label} is required (--require) but not available"));
             }
             continue;
         }
-        ran += 1;
-        match probe(combo) {
+        match runtime.block_on(probe_all(combo)) {
             Ok(checks) => {
                 passed += 1;
-                println!("ok   {label}: {checks} isolation checks passed");
+                println!("ok   {label}: {checks} checks passed");
             }
             Err(err) => {
                 println!("FAIL {label}: {err:#}");
@@ -129,7 +166,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
     println!(
         "e2e: {passed} passed, {} failed, {skipped} skipped",
-        ran - passed
+        COMBOS.len() - passed - skipped
     );
     if require.iter().any(|r| r == "runsc") && !(engines.docker_runsc || engines.podman_runsc) {
         failures.push("runsc is required but no engine can run it".into());
@@ -137,142 +174,267 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if !failures.is_empty() {
         bail!("e2e failed:\n  {}", failures.join("\n  "));
     }
-    if ran == 0 {
+    if passed == 0 {
         bail!("e2e ran nothing: no container engine is available (run `cargo xtask setup`)");
     }
     Ok(())
 }
 
-/// A unique name per container so that parallel runs never collide.
-fn unique_name(tag: &str) -> String {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "agentguard-e2e-{}-{tag}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
+/// A folder under target/ with a marker file, owned by `owner`, removed on drop.
+struct Folder(PathBuf);
 
-/// A workspace owned by 65534 (so only the read-only mount can stop a write) with a marker.
-struct Workspace(PathBuf);
-
-impl Workspace {
-    fn new(name: &str) -> Result<Workspace> {
+impl Folder {
+    fn new(name: &str, owner: (u32, u32)) -> Result<Folder> {
         let path = cmd::root().join("target/xtask").join(name);
+        if path.exists() {
+            fs::remove_dir_all(&path)?;
+        }
         fs::create_dir_all(&path)?;
         fs::write(path.join("marker"), "hello from the host\n")?;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755))?;
-        std::os::unix::fs::chown(&path, Some(65534), Some(65534))
-            .with_context(|| format!("chown 65534 {} (e2e runs as root)", path.display()))?;
-        Ok(Workspace(path))
+        std::os::unix::fs::chown(&path, Some(owner.0), Some(owner.1))
+            .with_context(|| format!("chown {} (e2e runs as root)", path.display()))?;
+        Ok(Folder(path))
     }
 }
 
-impl Drop for Workspace {
+impl Drop for Folder {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
     }
 }
 
-/// Runs an engine invocation with a cleaned environment plus host canaries that must not
-/// reach the container, and kills the container by name if it outlives `limit`.
-pub(crate) fn run_invocation(
-    engine: EngineKind,
-    invocation: &agentguard_container::Invocation,
-    name: &str,
-    limit: Duration,
-) -> Result<(i32, String, String)> {
-    let mut command = Command::new(&invocation.program);
-    command
-        .args(&invocation.args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env(
-            "HOME",
-            std::env::var_os("HOME").unwrap_or_else(|| "/root".into()),
-        )
-        // Canaries: a host secret, and a proxy variable podman would copy by default.
-        .env("AGENTGUARD_E2E_CANARY", "leaked-from-host")
-        .env("HTTP_PROXY", "http://127.0.0.1:9")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = command
-        .spawn()
-        .with_context(|| format!("starting {}", invocation.program.display()))?;
-    let start = Instant::now();
-    let waiter = std::thread::spawn(move || child.wait_with_output());
-    while !waiter.is_finished() {
-        if start.elapsed() > limit {
-            let _ = cmd::output(engine.program_name(), &["rm", "-f", name]);
-            bail!("the container did not finish within {limit:?}; removed it by name");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = waiter
-        .join()
-        .map_err(|_| anyhow::anyhow!("waiter thread panicked"))??;
-    Ok((
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    ))
+fn unique(combo: &Combo, what: &str) -> String {
+    format!(
+        "e2e-{}-{}-{what}",
+        std::process::id(),
+        combo.label().replace('+', "-")
+    )
 }
 
-/// Runs the probe for one combination and checks every property; returns the check count.
-fn probe(combo: Combo) -> Result<usize> {
+/// Every check for one combination; returns how many passed.
+async fn probe_all(combo: Combo) -> Result<usize> {
     let engine = combo.engine.program_name();
     image::ensure_probe_image(engine)?;
-    let name = unique_name(&combo.label().replace('+', "-"));
-    let workspace = Workspace::new(&name)?;
-    let mut builder = ContainerSpec::builder(image::PROBE_IMAGE)
-        .engine(Engine::of_kind(combo.engine))
-        .command("probe", ["sh", "-c", PROBE])
-        .workspace(&workspace.0)
-        .env("AGENTGUARD_E2E_CONFIGURED", "yes");
-    if let Some(runtime) = combo.runtime {
-        builder = builder.runtime(runtime);
-    }
-    let spec = builder.build()?;
-    let identity = RunIdentity {
-        name: name.clone(),
-        labels: vec![("agentguard.e2e".into(), std::process::id().to_string())],
-    };
-    let invocation = spec
-        .invocation("probe", &identity)
-        .map_err(|d| anyhow::anyhow!("{d}"))?;
-    let (code, stdout, stderr) =
-        run_invocation(combo.engine, &invocation, &name, Duration::from_secs(120))?;
-    if code != 0 {
+    let mut count = 0;
+    let mut wrong = Vec::new();
+
+    // 1. The isolation probe, from inside, with a read-only workspace owned by 65534.
+    let ro = Folder::new(&unique(&combo, "ro"), (65534, 65534))?;
+    let executor = ContainerExecutor::new(
+        combo
+            .builder(image::PROBE_IMAGE)
+            .workspace(&ro.0)
+            .env("AGENTGUARD_E2E_CONFIGURED", "yes")
+            .command("probe", ["sh", "-c", PROBE])
+            .command("memhog", ["sh", "-c", "head -c 900m /dev/zero | tail > /dev/null"])
+            .command("forkbomb", ["sh", "-c", "n=0; while [ $n -lt 300 ]; do sleep 5 & n=$((n+1)); done; wait"])
+            .command("ordinary", ["sh", "-c", "i=0; while [ $i -lt 40 ]; do sh -c true; i=$((i+1)); done; for j in 1 2 3 4 5 6 7 8; do sleep 0.2 & done; wait; echo ordinary-ok"])
+            .command("flood", ["yes", "flood"])
+            .timeout(Duration::from_secs(60))
+            .max_output_bytes(4096)
+            .build()?,
+    );
+    let probe = executor.run("probe").await?;
+    let stdout = String::from_utf8_lossy(&probe.stdout).into_owned();
+    if probe.exit_code != Some(0) {
         bail!(
-            "the probe exited {code}\nstdout:\n{stdout}\nstderr:\n{stderr}\nargv: {}",
-            invocation.display()
+            "the probe exited {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+            probe.exit_code,
+            String::from_utf8_lossy(&probe.stderr)
         );
     }
-    let seen: BTreeMap<&str, &str> = stdout
-        .lines()
-        .filter_map(|line| line.split_once('='))
-        .collect();
-    let checks = expectations(combo);
-    let mut wrong = Vec::new();
-    for (key, check, want) in &checks {
+    let seen: BTreeMap<&str, &str> = stdout.lines().filter_map(|l| l.split_once('=')).collect();
+    for (key, check, want) in expectations(combo) {
         let got = seen.get(key).copied().unwrap_or("<missing>").trim();
-        if !check(got) {
+        if check(got) {
+            count += 1;
+        } else {
             wrong.push(format!("{key}: got {got:?}, want {want}"));
         }
     }
-    let leftover = cmd::output(
-        engine,
-        &["ps", "-a", "-q", "--filter", &format!("name=^{name}$")],
-    )?;
-    if !cmd::stdout_text(&leftover).is_empty() {
-        wrong.push(format!("container {name} was left behind after --rm"));
+
+    // 2. Limits and kills, from outside.
+    let mut expect = |what: &str, ok: bool, detail: String| {
+        if ok {
+            count += 1;
+        } else {
+            wrong.push(format!("{what}: {detail}"));
+        }
+    };
+    let mem = executor.run("memhog").await?;
+    expect(
+        "memory limit (900 MiB in a 512 MiB container is killed)",
+        mem.status == RunStatus::Killed,
+        summary(&mem),
+    );
+    let bomb = executor.run("forkbomb").await?;
+    expect(
+        "fork bomb contained (the run ends by itself, non-zero)",
+        bomb.status == RunStatus::Exited && bomb.exit_code != Some(0),
+        summary(&bomb),
+    );
+    let ordinary = executor.run("ordinary").await?;
+    expect(
+        "an ordinary script runs under the pids limit",
+        ordinary.exit_code == Some(0)
+            && String::from_utf8_lossy(&ordinary.stdout).contains("ordinary-ok"),
+        summary(&ordinary),
+    );
+    let flood = executor.run("flood").await?;
+    expect(
+        "output flood capped at 4096 bytes and killed",
+        flood.status == RunStatus::OutputLimit
+            && flood.truncated
+            && flood.stdout.len() + flood.stderr.len() == 4096,
+        summary(&flood),
+    );
+    let slow = ContainerExecutor::new(
+        combo
+            .builder(image::PROBE_IMAGE)
+            .command("sleepy", ["sleep", "60"])
+            .timeout(Duration::from_secs(2))
+            .build()?,
+    );
+    let sleepy = slow.run("sleepy").await?;
+    expect(
+        "timeout kills the container",
+        sleepy.status == RunStatus::TimedOut && sleepy.duration < Duration::from_secs(30),
+        summary(&sleepy),
+    );
+
+    // 3. A read-write workspace: files written inside belong to the configured user on the host.
+    let rw = Folder::new(&unique(&combo, "rw"), (1234, 2345))?;
+    let writer = ContainerExecutor::new(
+        combo
+            .builder(image::PROBE_IMAGE)
+            .workspace(&rw.0)
+            .workspace_mode(WorkspaceMode::ReadWrite)
+            .user("1234:2345")
+            .command(
+                "write",
+                ["sh", "-c", "echo written > /workspace/out && id -u"],
+            )
+            .build()?,
+    );
+    let write = writer.run("write").await?;
+    let meta = fs::metadata(rw.0.join("out"));
+    expect(
+        "rw workspace: the file written inside is owned by 1234:2345 on the host",
+        write.exit_code == Some(0)
+            && meta
+                .as_ref()
+                .is_ok_and(|m| m.uid() == 1234 && m.gid() == 2345),
+        format!(
+            "{}; {:?}",
+            summary(&write),
+            meta.map(|m| (m.uid(), m.gid()))
+        ),
+    );
+
+    // 4. The headline example, through the `agentguard run` binary.
+    let (ok, detail) = pytest_example(combo)?;
+    expect(
+        "pytest example reports \"1 failed, 1 passed\" as a result (check = false)",
+        ok,
+        detail,
+    );
+
+    // 5. Nothing left behind: no container with our owner label, no gVisor sandbox process.
+    let filter = format!("label=agentguard.owner={}", std::process::id());
+    let left = cmd::output(engine, &["ps", "-a", "-q", "--filter", &filter])?;
+    expect(
+        "no container left behind",
+        cmd::stdout_text(&left).is_empty(),
+        cmd::stdout_text(&left),
+    );
+    if combo.gvisor() {
+        let mut sandboxes = String::new();
+        for _ in 0..50 {
+            sandboxes = cmd::stdout_text(&cmd::output("pgrep", &["-f", "runsc-sandbox"])?);
+            if sandboxes.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        expect(
+            "no runsc-sandbox process left behind",
+            sandboxes.is_empty(),
+            sandboxes,
+        );
     }
+
     if !wrong.is_empty() {
-        bail!("{}\nargv: {}", wrong.join("\n"), invocation.display());
+        bail!("{}", wrong.join("\n"));
     }
-    Ok(checks.len() + 1)
+    Ok(count)
+}
+
+fn summary(r: &RunResult) -> String {
+    format!(
+        "status {} exit {:?} in {:?}, {} bytes out; stderr {:?}",
+        r.status.as_str(),
+        r.exit_code,
+        r.duration,
+        r.stdout.len(),
+        String::from_utf8_lossy(&r.stderr)
+            .chars()
+            .take(200)
+            .collect::<String>()
+    )
+}
+
+/// Runs `python3 -m pytest -q` on a read-only workspace with one passing and one failing test,
+/// through `agentguard run --json` with a config file, as a user would.
+fn pytest_example(combo: Combo) -> Result<(bool, String)> {
+    let engine = combo.engine.program_name();
+    image::ensure_pytest_image(engine)?;
+    let dir = Folder::new(&unique(&combo, "pytest"), (0, 0))?;
+    fs::create_dir_all(dir.0.join("workspace"))?;
+    fs::write(
+        dir.0.join("workspace/test_example.py"),
+        "def test_passes():\n    assert 1 + 1 == 2\n\n\ndef test_fails():\n    assert 1 + 1 == 3\n",
+    )?;
+    let runtime = combo
+        .runtime
+        .map(|r| format!("runtime = \"{r}\"\n"))
+        .unwrap_or_default();
+    fs::write(
+        dir.0.join("agentguard.toml"),
+        format!(
+            "image = \"{}\"\nengine = \"{engine}\"\n{runtime}workspace = \"workspace\"\ntimeout = 120\ncheck = false\n\n[environment]\nCI = \"1\"\n\n[commands]\nrun_tests = [\"python3\", \"-m\", \"pytest\", \"-q\", \"-p\", \"no:cacheprovider\"]\n\n[audit]\npath = \"audit.jsonl\"\n",
+            image::PYTEST_IMAGE
+        ),
+    )?;
+    let binary = cmd::root().join("target/debug/agentguard");
+    let out = Command::new(&binary)
+        .args(["run", "--config"])
+        .arg(dir.0.join("agentguard.toml"))
+        .args(["run_tests", "--json"])
+        .output()
+        .context("running agentguard run")?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let value: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_default();
+    let stdout = value["stdout"].as_str().unwrap_or_default();
+    let audited = Command::new(&binary)
+        .args(["audit", "verify"])
+        .arg(dir.0.join("audit.jsonl"))
+        .output()?;
+    let ok = out.status.code() == Some(1)
+        && value["status"] == "exited"
+        && value["exit_code"] == 1
+        && stdout.contains("1 failed, 1 passed")
+        && audited.status.success();
+    let last = stdout.lines().last().unwrap_or_default().to_owned();
+    println!("   {}: pytest in the container said: {last}", combo.label());
+    Ok((
+        ok,
+        format!(
+            "exit {:?}, json {text}, stderr {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    ))
 }
 
 type Check = (&'static str, Box<dyn Fn(&str) -> bool>, &'static str);
@@ -309,6 +471,14 @@ fn expectations(combo: Combo) -> Vec<Check> {
         ("tmp_write", eq("allowed"), "/tmp writable"),
         ("tmp_exec", has("Permission denied"), "/tmp noexec"),
         (
+            "tmp_cap",
+            Box::new(|got: &str| {
+                got.parse::<u64>()
+                    .is_ok_and(|n| n <= 64 << 20 && n > 32 << 20)
+            }),
+            "a 70 MB write to /tmp stops at the 64 MiB cap",
+        ),
+        (
             "shm_write",
             Box::new(|got: &str| !got.contains("allowed")),
             "/dev/shm not writable (--ipc none)",
@@ -331,8 +501,8 @@ fn expectations(combo: Combo) -> Vec<Check> {
         ("done", eq("1"), "the probe ran to the end"),
     ];
     if combo.gvisor() {
-        // gVisor does not show NoNewPrivs or the cgroup files inside; limits under runsc are
-        // proved from outside by the containers issue's e2e probes.
+        // gVisor shows neither NoNewPrivs nor the cgroup files inside; its limits are proved
+        // from outside (the memory, fork bomb and ordinary-script runs).
         checks.push((
             "nonewprivs",
             Box::new(|got: &str| got.is_empty() || got == "1"),
