@@ -446,7 +446,7 @@ impl ContainerExecutor {
         }
     }
 
-    fn classify_engine_error(&self, stderr: &str) -> RunError {
+    pub(crate) fn classify_engine_error(&self, stderr: &str) -> RunError {
         let engine = self.spec.engine().kind;
         let lower = stderr.to_ascii_lowercase();
         let message = stderr.trim().to_owned();
@@ -481,7 +481,7 @@ impl ContainerExecutor {
 
 /// Appends what fits under the cap (shared by stdout and stderr), and copies it to `tee`;
 /// true when something was cut.
-fn keep(
+pub(crate) fn keep(
     buf: &mut Vec<u8>,
     other: usize,
     data: &[u8],

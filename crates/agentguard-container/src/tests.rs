@@ -220,3 +220,154 @@ fn invalid_values_name_field_and_value() {
     );
     assert!(WorkspaceMode::parse("RW").is_err());
 }
+
+#[test]
+fn engine_failures_are_classified_never_reported_as_a_tool_failure() {
+    let executor = ContainerExecutor::new(spec("docker", Some("runsc"), WorkspaceMode::ReadOnly));
+    for (stderr, reason) in [
+        (
+            "docker: Error response from daemon: No such image: localhost/tools:latest.",
+            "missing_image",
+        ),
+        (
+            "Error: localhost/tools:latest: image not known",
+            "missing_image",
+        ),
+        (
+            "docker: Error response from daemon: Unknown runtime specified runsc",
+            "unknown_runtime",
+        ),
+        ("Error: could not find runtime \"runsc\"", "unknown_runtime"),
+        (
+            "docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+            "engine_not_running",
+        ),
+        (
+            "Error: unable to connect to Podman socket",
+            "engine_not_running",
+        ),
+        (
+            "docker: Error response from daemon: something unexpected",
+            "engine_error",
+        ),
+    ] {
+        assert_eq!(
+            executor.classify_engine_error(stderr).reason(),
+            reason,
+            "{stderr}"
+        );
+    }
+    let message = executor
+        .classify_engine_error("No such image: x")
+        .to_string();
+    assert!(
+        message.contains("pull is `never`") && message.contains("docker import"),
+        "says what to do: {message}"
+    );
+}
+
+#[test]
+fn the_model_can_never_supply_a_flag_or_an_argv() {
+    let s = spec("docker", None, WorkspaceMode::ReadOnly);
+    let allowed = args(&s);
+    let hostile = [
+        "--privileged",
+        "-v /:/host",
+        "run_tests --privileged",
+        "run_tests;id",
+        "run_tests\0",
+        "$(id)",
+        "../run_tests",
+        "run_tests\n--network=host",
+        "--entrypoint=sh",
+        "RUN_TESTS",
+        " run_tests",
+        "",
+    ];
+    for name in hostile {
+        assert!(
+            s.invocation(name, &identity()).is_err(),
+            "{name:?} produced an argv"
+        );
+    }
+    // The allowed name selects exactly the configured argv, and the name itself never appears.
+    assert!(
+        !allowed.iter().any(|a| a == "run_tests"),
+        "the NAME is not part of the command line"
+    );
+    let image = allowed
+        .iter()
+        .position(|a| a == "localhost/tools:latest")
+        .unwrap();
+    assert_eq!(
+        &allowed[image - 2..],
+        [
+            "--entrypoint",
+            "python3",
+            "localhost/tools:latest",
+            "-m",
+            "pytest",
+            "-q"
+        ]
+    );
+}
+
+#[test]
+fn stdout_and_stderr_share_one_cap() {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert!(!crate::run::keep(&mut out, 0, b"12345", 8, None));
+    assert!(
+        crate::run::keep(&mut err, out.len(), b"abcdef", 8, None),
+        "only 3 of 6 bytes fit"
+    );
+    assert_eq!(
+        (out.as_slice(), err.as_slice()),
+        (&b"12345"[..], &b"abc"[..])
+    );
+    assert!(crate::run::keep(&mut out, err.len(), b"x", 8, None));
+    assert_eq!(out.len() + err.len(), 8);
+}
+
+#[test]
+fn runsc_gets_four_times_the_pids_and_pins_are_recognized() {
+    assert_eq!(
+        spec("docker", Some("runsc"), WorkspaceMode::ReadOnly).host_pids_limit(),
+        512
+    );
+    assert_eq!(
+        spec("docker", None, WorkspaceMode::ReadOnly).host_pids_limit(),
+        128
+    );
+    let digest = format!("localhost/tools@sha256:{}", "a".repeat(64));
+    let pinned = ContainerSpec::builder(&digest)
+        .command("t", ["true"])
+        .require_digest(true)
+        .build()
+        .unwrap();
+    assert_eq!(pinned.image_pin(), ImagePin::Digest("a".repeat(64)));
+    let id = format!("sha256:{}", "b".repeat(64));
+    assert_eq!(
+        ContainerSpec::builder(&id)
+            .command("t", ["true"])
+            .build()
+            .unwrap()
+            .image_pin(),
+        ImagePin::Id("b".repeat(64))
+    );
+    let bare = ContainerSpec::builder("localhost/tools:latest")
+        .command("t", ["true"])
+        .require_digest(true)
+        .build();
+    assert!(bare.unwrap_err().to_string().contains("require_digest"));
+    let short = ContainerSpec::builder("sha256:abc")
+        .command("t", ["true"])
+        .build();
+    assert!(short.unwrap_err().to_string().contains("64 lower-case hex"));
+    assert!(
+        ContainerSpec::builder("x")
+            .command("t", ["true"])
+            .pull("always")
+            .build()
+            .is_err()
+    );
+}
