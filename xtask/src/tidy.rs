@@ -83,7 +83,7 @@ pub(crate) fn run() -> Result<()> {
             || name.contains("/tests/");
         if !may_spawn && text.contains(&["Command", "::new("].concat()) {
             problems.push(format!(
-                "{name}: only agentguard-container (and xtask, tests) may spawn processes"
+                "{name}: only agentguard-container (and xtask, tests, benchmark examples) may spawn processes"
             ));
         }
     }
