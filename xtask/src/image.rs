@@ -82,7 +82,9 @@ pub(crate) fn ensure_probe_image(engine: &str) -> Result<()> {
 /// The realistic image of the spec's headline example: Debian minbase with python3 and pytest.
 pub(crate) const PYTEST_IMAGE: &str = "localhost/agentguard-pytest:1";
 
-/// The Debian mirror configured on this machine (deb822 or one-line sources), else Debian's.
+/// The Debian mirror configured on this machine for the `bookworm` suite (deb822 stanzas or
+/// one-line sources), else Debian's own. Other repositories (security, third parties) are
+/// skipped: debootstrap needs the main archive.
 fn debian_mirror() -> String {
     let mut texts = Vec::new();
     for dir in ["/etc/apt/sources.list.d", "/etc/apt"] {
@@ -94,22 +96,61 @@ fn debian_mirror() -> String {
             }
         }
     }
-    for text in texts {
-        for line in text.lines() {
-            let line = line.trim();
-            let url = line.strip_prefix("URIs:").map(str::trim).or_else(|| {
-                line.strip_prefix("deb ")
-                    .and_then(|rest| rest.split_whitespace().find(|w| w.starts_with("http")))
-            });
-            if let Some(url) = url.and_then(|u| u.split_whitespace().next())
-                && url.starts_with("http")
-                && !url.contains("security")
-            {
-                return url.to_owned();
-            }
+    texts
+        .iter()
+        .find_map(|text| mirror_in(text))
+        .unwrap_or_else(|| "http://deb.debian.org/debian".to_owned())
+}
+
+/// The first `bookworm` archive URI in one sources file.
+fn mirror_in(text: &str) -> Option<String> {
+    let usable = |url: &str| url.starts_with("http") && !url.contains("security");
+    // deb822: stanzas separated by blank lines, with `URIs:` and `Suites:` fields.
+    for stanza in text.split("\n\n") {
+        let field = |name: &str| {
+            stanza
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(name))
+                .map(str::trim)
+        };
+        if let (Some(uris), Some(suites)) = (field("URIs:"), field("Suites:"))
+            && suites.split_whitespace().any(|s| s == "bookworm")
+            && let Some(url) = uris.split_whitespace().find(|u| usable(u))
+        {
+            return Some(url.to_owned());
         }
     }
-    "http://deb.debian.org/debian".to_owned()
+    // One-line form: `deb [options] URL SUITE COMPONENTS...`.
+    text.lines().find_map(|line| {
+        let words: Vec<&str> = line
+            .split_whitespace()
+            .filter(|w| !w.starts_with('[') && !w.ends_with(']'))
+            .collect();
+        match words.as_slice() {
+            ["deb", url, "bookworm", ..] if usable(url) => Some((*url).to_owned()),
+            _ => None,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_bookworm_archive_is_chosen_over_other_repositories() {
+        let deb822 = "Types: deb\nURIs: https://deb.nodesource.com/node_20.x\nSuites: nodistro\n\nTypes: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\n";
+        assert_eq!(
+            super::mirror_in(deb822).as_deref(),
+            Some("http://deb.debian.org/debian")
+        );
+        let security =
+            "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n";
+        assert_eq!(super::mirror_in(security), None);
+        let one_line = "deb [arch=amd64] https://deb.nodesource.com/node_20.x nodistro main\ndeb http://mirror.example.test/debian bookworm main\n";
+        assert_eq!(
+            super::mirror_in(one_line).as_deref(),
+            Some("http://mirror.example.test/debian")
+        );
+    }
 }
 
 /// Makes sure the pytest image exists for `engine`, building the root folder with debootstrap
