@@ -133,26 +133,6 @@ fn mirror_in(text: &str) -> Option<String> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_bookworm_archive_is_chosen_over_other_repositories() {
-        let deb822 = "Types: deb\nURIs: https://deb.nodesource.com/node_20.x\nSuites: nodistro\n\nTypes: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\n";
-        assert_eq!(
-            super::mirror_in(deb822).as_deref(),
-            Some("http://deb.debian.org/debian")
-        );
-        let security =
-            "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n";
-        assert_eq!(super::mirror_in(security), None);
-        let one_line = "deb [arch=amd64] https://deb.nodesource.com/node_20.x nodistro main\ndeb http://mirror.example.test/debian bookworm main\n";
-        assert_eq!(
-            super::mirror_in(one_line).as_deref(),
-            Some("http://mirror.example.test/debian")
-        );
-    }
-}
-
 /// Makes sure the pytest image exists for `engine`, building the root folder with debootstrap
 /// once (about 40 s) and importing it without any registry.
 pub(crate) fn ensure_pytest_image(engine: &str) -> Result<()> {
@@ -212,4 +192,24 @@ pub(crate) fn ensure_pytest_image(engine: &str) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_bookworm_archive_is_chosen_over_other_repositories() {
+        let deb822 = "Types: deb\nURIs: https://deb.nodesource.com/node_20.x\nSuites: nodistro\n\nTypes: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\n";
+        assert_eq!(
+            super::mirror_in(deb822).as_deref(),
+            Some("http://deb.debian.org/debian")
+        );
+        let security =
+            "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n";
+        assert_eq!(super::mirror_in(security), None);
+        let one_line = "deb [arch=amd64] https://deb.nodesource.com/node_20.x nodistro main\ndeb http://mirror.example.test/debian bookworm main\n";
+        assert_eq!(
+            super::mirror_in(one_line).as_deref(),
+            Some("http://mirror.example.test/debian")
+        );
+    }
 }
