@@ -6,7 +6,11 @@
 //! and ratios are printed as a Markdown table for docs/PERFORMANCE.md. Run it through
 //! `cargo xtask bench tunnel`.
 //!
-//! Usage: tunnel_bench AGENTGUARD_BINARY [MIB] [ROUNDS]
+//! The proxy's own CPU time (user + system, from /proc) per GiB moved is reported too: on a
+//! machine where client, source and proxy share the cores, it shows what the proxy costs even
+//! when throughput is bounded by the loopback TCP work of the extra hop.
+//!
+//! Usage: tunnel_bench AGENTGUARD_BINARY [MIB] [ROUNDS] [LABEL=OTHER_AGENTGUARD_BINARY...]
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -93,6 +97,22 @@ async fn proxied(proxy: SocketAddr, target: &str, bytes: u64) -> f64 {
 
 struct Proxy(Child);
 
+impl Proxy {
+    /// CPU seconds (user + system) the proxy process has used so far.
+    fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.0.id())).unwrap_or_default();
+        let after = stat.rfind(')').map(|i| &stat[i + 1..]).unwrap_or_default();
+        let fields: Vec<u64> = after
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        // utime and stime are fields 14 and 15 of the whole line (11 and 12 after the name).
+        let ticks = fields.get(10).copied().unwrap_or(0) + fields.get(11).copied().unwrap_or(0);
+        ticks as f64 / 100.0
+    }
+}
+
 impl Drop for Proxy {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -151,22 +171,43 @@ async fn main() {
     let dns = FakeDns::start().await;
     dns.answer("bulk.example.test", &[SOURCE_IP]);
     let source = source(bytes).await;
-    let (_proxy, proxy_addr) = start_agentguard(&binary, dns.addr(), source.port());
     let target = format!("bulk.example.test:{}", source.port());
+    let mut proxies = vec![("`agentguard egress-proxy`".to_owned(), binary)];
+    for extra in args {
+        let (label, path) = extra.split_once('=').expect("LABEL=BINARY");
+        proxies.push((label.to_owned(), path.to_owned()));
+    }
+    let started: Vec<(String, Proxy, SocketAddr)> = proxies
+        .into_iter()
+        .map(|(label, path)| {
+            let (proxy, addr) = start_agentguard(&path, dns.addr(), source.port());
+            (label, proxy, addr)
+        })
+        .collect();
 
-    let (mut base, mut ours) = (Vec::new(), Vec::new());
+    let mut base = Vec::new();
+    let mut ours: Vec<(Vec<f64>, f64)> = vec![(Vec::new(), 0.0); started.len()];
     for _ in 0..rounds {
         base.push(direct(source, bytes).await);
-        ours.push(proxied(proxy_addr, &target, bytes).await);
+        for (i, (_, proxy, addr)) in started.iter().enumerate() {
+            let cpu = proxy.cpu_seconds();
+            ours[i].0.push(proxied(*addr, &target, bytes).await);
+            ours[i].1 += proxy.cpu_seconds() - cpu;
+        }
     }
-    let (b, o) = (median(base), median(ours));
-    println!("| path | MiB/s | ratio to direct |");
-    println!("| --- | ---: | ---: |");
-    println!("| direct loopback TCP (baseline) | {b:.0} | 1.00 |");
-    println!(
-        "| through `agentguard egress-proxy` | {o:.0} | {:.2} |",
-        o / b
-    );
+    let b = median(base);
+    let gib = (bytes * rounds as u64) as f64 / (1024.0 * 1024.0 * 1024.0);
+    println!("| path | MiB/s | ratio to direct | proxy CPU s per GiB |");
+    println!("| --- | ---: | ---: | ---: |");
+    println!("| direct loopback TCP (baseline) | {b:.0} | 1.00 | - |");
+    for ((label, _, _), (rates, cpu)) in started.iter().zip(ours) {
+        let o = median(rates);
+        println!(
+            "| through {label} | {o:.0} | {:.2} | {:.2} |",
+            o / b,
+            cpu / gib
+        );
+    }
     println!();
     println!("{mib} MiB per transfer.");
 }
