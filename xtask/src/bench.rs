@@ -25,8 +25,14 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
     (
         "tunnel",
         "agentguard-egress",
-        "tunnel_bench",
-        "Tunnel throughput: 1 GiB from a loopback TCP source on 127.0.0.2, read directly (the baseline) and through a CONNECT tunnel of the release `agentguard egress-proxy` binary running as its own process. Client, source and proxy share the machine's cores.",
+        "proxy_bench",
+        "Tunnel throughput: 1 GiB from a loopback TCP source on 127.0.0.2, read directly (the baseline) and through a CONNECT tunnel of the release `agentguard egress-proxy` binary, tinyproxy and squid, each its own process configured to allow the same CONNECT; and each proxy's CPU time per GiB. Client, source and proxies share the machine's cores.",
+    ),
+    (
+        "connect",
+        "agentguard-egress",
+        "proxy_bench",
+        "Connection setup: sequential CONNECT-to-200 round trips (connect, CONNECT, read the 200, close) against a direct TCP connect, tinyproxy and squid. agentguard resolves the name through a warm resolver (the test DNS answers with a TTL); the others are given the IP.",
     ),
 ];
 
@@ -103,12 +109,45 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         let table = String::from_utf8_lossy(&output.stdout);
         print!("{table}");
         let section = format!(
-            "<!-- bench:{name} -->\n{what}\n\nMeasured {date} on {cores} cores with `cargo xtask bench {name}` (medians of 5 alternating rounds).\n\n{table}<!-- /bench:{name} -->"
+            "<!-- bench:{name} -->\n{what}\n\nMeasured {date} on {cores} cores with `cargo xtask bench {name}` (medians of alternating rounds).\n\n{table}<!-- /bench:{name} -->"
         );
         doc = replace_section(&doc, name, &section);
     }
     fs::write(&doc_path, doc).context("writing docs/PERFORMANCE.md")?;
     println!("updated docs/PERFORMANCE.md");
+    Ok(())
+}
+
+/// Installs tinyproxy and squid from Debian's packages when they are missing, and stops the
+/// services the packages start, so the benchmark runs its own instances.
+fn install_peers() -> Result<()> {
+    let missing: Vec<&str> = [
+        ("tinyproxy", "/usr/bin/tinyproxy"),
+        ("squid", "/usr/sbin/squid"),
+    ]
+    .iter()
+    .filter(|(_, path)| !std::path::Path::new(path).exists())
+    .map(|(package, _)| *package)
+    .collect();
+    if !missing.is_empty() {
+        println!("   installing the benchmark peers: {}", missing.join(" "));
+        let mut args = vec!["install", "-y", "-q"];
+        args.extend(&missing);
+        let status = Command::new("apt-get")
+            .args(&args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()?;
+        if !status.success() {
+            bail!(
+                "installing {} failed; install them by hand (apt-get install {})",
+                missing.join(" "),
+                missing.join(" ")
+            );
+        }
+    }
+    for service in ["tinyproxy", "squid"] {
+        let _ = cmd::output("pkill", &["-x", service]);
+    }
     Ok(())
 }
 

@@ -58,7 +58,10 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
     if let Some(log) = &log {
         builder = builder.audit(Arc::clone(log) as Arc<dyn AuditSink>);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // One event-loop thread: measured faster at connection setup than two workers on our
+    // 2-core machines (docs/PERFORMANCE.md), at the same tunnel throughput, since splice keeps
+    // the per-byte work in the kernel. Audit writes still run on the blocking pool.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;

@@ -1,4 +1,5 @@
-//! A DNS server for tests: answers A and AAAA queries over UDP from a table, with TTL 0.
+//! A DNS server for tests: answers A and AAAA queries over UDP from a table, with TTL 0
+//! unless a benchmark asks for a cacheable answer.
 //!
 //! It can answer differently to the first query for a name and type than to later ones (DNS
 //! rebinding), answer NXDOMAIN, and it logs every query so that tests can count them.
@@ -19,6 +20,7 @@ enum Zone {
     Records {
         first: Vec<IpAddr>,
         later: Vec<IpAddr>,
+        ttl: u32,
     },
     NxDomain,
 }
@@ -65,9 +67,21 @@ impl FakeDns {
         self.addr
     }
 
-    /// Answers `name` with `ips` (A for IPv4, AAAA for IPv6), every time.
+    /// Answers `name` with `ips` (A for IPv4, AAAA for IPv6), every time, with TTL 0.
     pub fn answer(&self, name: &str, ips: &[IpAddr]) {
         self.rebind(name, ips, ips);
+    }
+
+    /// Answers `name` with `ips` and a TTL, so resolvers may cache the answer (benchmarks).
+    pub fn answer_with_ttl(&self, name: &str, ips: &[IpAddr], ttl: u32) {
+        self.state.lock().unwrap().zones.insert(
+            canonical(name),
+            Zone::Records {
+                first: ips.to_vec(),
+                later: ips.to_vec(),
+                ttl,
+            },
+        );
     }
 
     /// Answers the first query of each type for `name` from `first`, later ones from `later`.
@@ -77,6 +91,7 @@ impl FakeDns {
             Zone::Records {
                 first: first.to_vec(),
                 later: later.to_vec(),
+                ttl: 0,
             },
         );
     }
@@ -156,9 +171,9 @@ fn respond(query: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
         .filter(|(n, t)| *n == name && *t == qtype)
         .count();
     state.log.push((name.clone(), qtype));
-    let (rcode, answers): (u16, Vec<IpAddr>) = match state.zones.get(&name) {
-        None | Some(Zone::NxDomain) => (3, Vec::new()),
-        Some(Zone::Records { first, later }) => {
+    let (rcode, answers, ttl): (u16, Vec<IpAddr>, u32) = match state.zones.get(&name) {
+        None | Some(Zone::NxDomain) => (3, Vec::new(), 0),
+        Some(Zone::Records { first, later, ttl }) => {
             let pool = if previous == 0 { first } else { later };
             let wanted = pool
                 .iter()
@@ -170,7 +185,7 @@ fn respond(query: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
                     )
                 })
                 .collect();
-            (0, wanted)
+            (0, wanted, *ttl)
         }
     };
     drop(state);
@@ -181,13 +196,17 @@ fn respond(query: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
     reply.extend_from_slice(&(0x8000 | 0x0400 | rd | 0x0080 | rcode).to_be_bytes());
     reply.extend_from_slice(&1u16.to_be_bytes());
     reply.extend_from_slice(&(answers.len() as u16).to_be_bytes());
-    reply.extend_from_slice(&[0, 0, 0, 0]);
+    // A negative answer (NXDOMAIN, or no record of this type) carries an SOA in the authority
+    // section whose minimum is the negative-caching TTL (RFC 2308), as real servers send.
+    let negative = answers.is_empty();
+    reply.extend_from_slice(&u16::from(negative).to_be_bytes());
+    reply.extend_from_slice(&[0, 0]);
     reply.extend_from_slice(&query[12..question_end]);
     for ip in answers {
         reply.extend_from_slice(&[0xC0, 0x0C]);
         reply.extend_from_slice(&qtype.to_be_bytes());
         reply.extend_from_slice(&1u16.to_be_bytes());
-        reply.extend_from_slice(&0u32.to_be_bytes());
+        reply.extend_from_slice(&ttl.to_be_bytes());
         match ip {
             IpAddr::V4(v4) => {
                 reply.extend_from_slice(&4u16.to_be_bytes());
@@ -197,6 +216,18 @@ fn respond(query: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
                 reply.extend_from_slice(&16u16.to_be_bytes());
                 reply.extend_from_slice(&v6.octets());
             }
+        }
+    }
+    if negative {
+        reply.extend_from_slice(&[0xC0, 0x0C]);
+        reply.extend_from_slice(&6u16.to_be_bytes());
+        reply.extend_from_slice(&1u16.to_be_bytes());
+        reply.extend_from_slice(&ttl.to_be_bytes());
+        reply.extend_from_slice(&22u16.to_be_bytes());
+        // MNAME and RNAME: the root; then serial, refresh, retry, expire, minimum.
+        reply.extend_from_slice(&[0, 0]);
+        for value in [1u32, 3600, 600, 86400, ttl] {
+            reply.extend_from_slice(&value.to_be_bytes());
         }
     }
     Some(reply)

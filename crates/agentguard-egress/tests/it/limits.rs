@@ -262,3 +262,37 @@ fn the_blocking_wrapper_starts_and_stops_without_tokio() {
     assert!(std::net::TcpStream::connect(addr).is_err(), "stopped");
     drop(env);
 }
+
+#[tokio::test]
+async fn a_large_download_arrives_complete_before_the_fin() {
+    // A source that writes 64 MiB and closes at once: every byte must reach the client.
+    let env = Env::start().await;
+    let source = tokio::net::TcpListener::bind((crate::GOOD, 0))
+        .await
+        .unwrap();
+    let port = source.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut stream, _) = source.accept().await.unwrap();
+        let chunk = vec![9u8; 1 << 20];
+        for _ in 0..64 {
+            stream.write_all(&chunk).await.unwrap();
+        }
+    });
+    let proxy = env
+        .proxy(&["pkgs.example.test"])
+        .allow_port(port)
+        .start()
+        .await
+        .unwrap();
+    let mut stream = tunnel(proxy.local_addr(), &format!("pkgs.example.test:{port}")).await;
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = stream.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        total += n;
+    }
+    assert_eq!(total, 64 << 20, "bytes lost in the tunnel");
+}

@@ -1,0 +1,425 @@
+//! Proxy benchmarks, side by side with what users would pick instead: the release
+//! `agentguard egress-proxy` binary, tinyproxy and squid, each a process of its own, against a
+//! baseline without any proxy, rounds alternating between them.
+//!
+//! * `throughput`: bytes from a loopback TCP source on 127.0.0.2 read directly, and through a
+//!   CONNECT tunnel of each proxy; also each proxy's CPU time (user + system, from /proc) per
+//!   GiB moved.
+//! * `setup`: sequential CONNECT-to-200 round trips (connect, send CONNECT, read the 200,
+//!   close) per second with p50/p99 latency, against a direct TCP connect; agentguard resolves
+//!   the name through a warm resolver (the test DNS answers with a TTL), the others get an IP.
+//!
+//! Markdown tables go to stdout for docs/PERFORMANCE.md. Run through `cargo xtask bench`.
+//!
+//! Usage: proxy_bench throughput|setup AGENTGUARD_BINARY [LABEL=OTHER_AGENTGUARD_BINARY...]
+
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentguard_test_support::FakeDns;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const SOURCE_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+const CHUNK: usize = 256 * 1024;
+const THROUGHPUT_MIB: u64 = 1024;
+const THROUGHPUT_ROUNDS: usize = 5;
+const SETUP_CONNECTIONS: usize = 2000;
+const SETUP_ROUNDS: usize = 3;
+
+/// A source that writes `bytes` to every connection, then closes.
+async fn source(bytes: u64) -> SocketAddr {
+    let listener = TcpListener::bind((SOURCE_IP, 0))
+        .await
+        .expect("bind source");
+    let addr = listener.local_addr().expect("source address");
+    tokio::spawn(async move {
+        let data = vec![0x5au8; CHUNK];
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let data = data.clone();
+            tokio::spawn(async move {
+                let mut left = bytes;
+                while left > 0 {
+                    let n = left.min(CHUNK as u64) as usize;
+                    if stream.write_all(&data[..n]).await.is_err() {
+                        return;
+                    }
+                    left -= n as u64;
+                }
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+async fn drain(
+    mut stream: TcpStream,
+    start: Instant,
+    expect: u64,
+    already: u64,
+    label: &str,
+) -> f64 {
+    let mut buf = vec![0u8; CHUNK];
+    let mut total = already;
+    loop {
+        let n = stream.read(&mut buf).await.expect("read");
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+    }
+    assert_eq!(total, expect, "short read through {label}");
+    total as f64 / (1024.0 * 1024.0) / start.elapsed().as_secs_f64()
+}
+
+/// Connects through a proxy and reads its reply head; returns the stream after a 200 and how
+/// many tunnel bytes arrived in the same reads as the head.
+async fn connect_via(proxy: SocketAddr, target: &str) -> (TcpStream, u64) {
+    let mut stream = TcpStream::connect(proxy).await.expect("connect proxy");
+    let _ = stream.set_nodelay(true);
+    stream
+        .write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+        .await
+        .expect("CONNECT");
+    let mut head = Vec::with_capacity(128);
+    let mut buf = [0u8; 256];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).await.expect("proxy reply");
+        assert!(
+            n > 0,
+            "the proxy closed: {}",
+            String::from_utf8_lossy(&head)
+        );
+        head.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.0 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    let end = head
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(head.len(), |i| i + 4);
+    (stream, (head.len() - end) as u64)
+}
+
+/// A proxy process, killed on drop.
+struct Proxy {
+    label: String,
+    child: Child,
+    addr: SocketAddr,
+    /// What to CONNECT to: a name for agentguard, the IP for the others.
+    target_host: String,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proxy {
+    /// CPU seconds (user + system) the proxy process has used so far.
+    fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let after = stat.rfind(')').map(|i| &stat[i + 1..]).unwrap_or_default();
+        let fields: Vec<u64> = after
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        // utime and stime: fields 14 and 15 of the line, 11 and 12 after the command name.
+        (fields.get(10).copied().unwrap_or(0) + fields.get(11).copied().unwrap_or(0)) as f64 / 100.0
+    }
+
+    fn target(&self, port: u16) -> String {
+        format!("{}:{port}", self.target_host)
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .expect("free port")
+        .local_addr()
+        .expect("port")
+        .port()
+}
+
+fn wait_listening(addr: SocketAddr, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not start listening on {addr}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn start_agentguard(label: &str, binary: &str, dns: SocketAddr, port: u16) -> Proxy {
+    let mut child = Command::new(binary)
+        .args([
+            "egress-proxy",
+            "--port",
+            "0",
+            "--allow",
+            "bulk.example.test",
+            "--allow-port",
+            &port.to_string(),
+        ])
+        .args([
+            "--allow-cidr",
+            "127.0.0.2/32",
+            "--nameserver",
+            &dns.to_string(),
+            "--max-connections",
+            "20000",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start agentguard egress-proxy");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("readiness line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("listening on IP:PORT")
+        .parse()
+        .expect("address");
+    Proxy {
+        label: label.to_owned(),
+        child,
+        addr,
+        target_host: "bulk.example.test".into(),
+    }
+}
+
+fn start_tinyproxy(dir: &Path, port: u16) -> Option<Proxy> {
+    let listen = free_port();
+    let conf = dir.join("tinyproxy.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "Port {listen}\nListen 127.0.0.1\nTimeout 600\nMaxClients 1000\nAllow 127.0.0.1\nConnectPort {port}\nLogLevel Critical\nPidFile \"{}\"\n",
+            dir.join("tinyproxy.pid").display()
+        ),
+    )
+    .ok()?;
+    let child = Command::new("tinyproxy")
+        .args(["-d", "-c"])
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), listen);
+    wait_listening(addr, "tinyproxy");
+    Some(Proxy {
+        label: "tinyproxy".into(),
+        child,
+        addr,
+        target_host: SOURCE_IP.to_string(),
+    })
+}
+
+fn start_squid(dir: &Path, port: u16) -> Option<Proxy> {
+    let listen = free_port();
+    let conf = dir.join("squid.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "http_port 127.0.0.1:{listen}\nacl SSL_ports port {port}\nacl CONNECT method CONNECT\nhttp_access deny CONNECT !SSL_ports\nhttp_access allow localhost\nhttp_access deny all\ncache deny all\ncache_mem 8 MB\naccess_log none\ncache_log {dir}/cache.log\npid_filename {dir}/squid.pid\ncoredump_dir {dir}\nshutdown_lifetime 0 seconds\npinger_enable off\nicp_port 0\nhtcp_port 0\ndns_nameservers 127.0.0.1\nmax_filedescriptors 16384\n",
+            dir = dir.display()
+        ),
+    )
+    .ok()?;
+    let child = Command::new("squid")
+        .args(["-N", "-f"])
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), listen);
+    wait_listening(addr, "squid");
+    Some(Proxy {
+        label: "squid".into(),
+        child,
+        addr,
+        target_host: SOURCE_IP.to_string(),
+    })
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[xs.len() / 2]
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
+
+/// Every proxy: agentguard, extra agentguard binaries, tinyproxy and squid (when installed).
+fn proxies(binary: &str, extra: &[String], dns: SocketAddr, port: u16, dir: &Path) -> Vec<Proxy> {
+    let mut all = vec![start_agentguard(
+        "`agentguard egress-proxy`",
+        binary,
+        dns,
+        port,
+    )];
+    for e in extra {
+        let (label, path) = e.split_once('=').expect("LABEL=BINARY");
+        all.push(start_agentguard(label, path, dns, port));
+    }
+    match start_tinyproxy(dir, port) {
+        Some(p) => all.push(p),
+        None => eprintln!("tinyproxy is not installed: skipped (cargo xtask bench installs it)"),
+    }
+    match start_squid(dir, port) {
+        Some(p) => all.push(p),
+        None => eprintln!("squid is not installed: skipped (cargo xtask bench installs it)"),
+    }
+    all
+}
+
+async fn throughput(binary: &str, extra: &[String], dir: &Path) {
+    let bytes = THROUGHPUT_MIB * 1024 * 1024;
+    let dns = FakeDns::start().await;
+    dns.answer_with_ttl("bulk.example.test", &[SOURCE_IP], 300);
+    let source = source(bytes).await;
+    let all = proxies(binary, extra, dns.addr(), source.port(), dir);
+    let mut base = Vec::new();
+    let mut rates = vec![(Vec::new(), 0.0); all.len()];
+    for _ in 0..THROUGHPUT_ROUNDS {
+        let start = Instant::now();
+        base.push(
+            drain(
+                TcpStream::connect(source).await.expect("connect source"),
+                start,
+                bytes,
+                0,
+                "direct",
+            )
+            .await,
+        );
+        for (i, proxy) in all.iter().enumerate() {
+            let cpu = proxy.cpu_seconds();
+            let start = Instant::now();
+            let (stream, already) = connect_via(proxy.addr, &proxy.target(source.port())).await;
+            rates[i]
+                .0
+                .push(drain(stream, start, bytes, already, &proxy.label).await);
+            rates[i].1 += proxy.cpu_seconds() - cpu;
+        }
+    }
+    let b = median(base);
+    let gib = (bytes * THROUGHPUT_ROUNDS as u64) as f64 / (1024.0 * 1024.0 * 1024.0);
+    println!("| path | MiB/s | ratio to direct | proxy CPU s per GiB |");
+    println!("| --- | ---: | ---: | ---: |");
+    println!("| direct loopback TCP (baseline) | {b:.0} | 1.00 | - |");
+    for (proxy, (r, cpu)) in all.iter().zip(rates) {
+        let o = median(r);
+        println!(
+            "| through {} | {o:.0} | {:.2} | {:.2} |",
+            proxy.label,
+            o / b,
+            cpu / gib
+        );
+    }
+    println!("\n{THROUGHPUT_MIB} MiB per transfer, {THROUGHPUT_ROUNDS} rounds.");
+}
+
+/// Sequential round trips: returns (per second, p50, p99).
+async fn round_trips(n: usize, mut one: impl AsyncFnMut()) -> (f64, Duration, Duration) {
+    let mut latencies = Vec::with_capacity(n);
+    let start = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        one().await;
+        latencies.push(t.elapsed());
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    latencies.sort();
+    (
+        rate,
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+    )
+}
+
+async fn setup(binary: &str, extra: &[String], dir: &Path) {
+    let dns = FakeDns::start().await;
+    dns.answer_with_ttl("bulk.example.test", &[SOURCE_IP], 300);
+    let upstream = source(0).await;
+    let all = proxies(binary, extra, dns.addr(), upstream.port(), dir);
+    // Warm up: the resolver cache, the proxies' first-connection paths.
+    for proxy in &all {
+        drop(connect_via(proxy.addr, &proxy.target(upstream.port())).await);
+    }
+    let mut base = Vec::new();
+    let mut results: Vec<Vec<(f64, Duration, Duration)>> = vec![Vec::new(); all.len()];
+    for _ in 0..SETUP_ROUNDS {
+        base.push(
+            round_trips(SETUP_CONNECTIONS, async || {
+                drop(TcpStream::connect(upstream).await.expect("connect"))
+            })
+            .await,
+        );
+        for (i, proxy) in all.iter().enumerate() {
+            let target = proxy.target(upstream.port());
+            results[i].push(
+                round_trips(SETUP_CONNECTIONS, async || {
+                    drop(connect_via(proxy.addr, &target).await)
+                })
+                .await,
+            );
+        }
+    }
+    let summarize = |runs: Vec<(f64, Duration, Duration)>| {
+        let rate = median(runs.iter().map(|r| r.0).collect());
+        let p50 = median(runs.iter().map(|r| r.1.as_secs_f64() * 1e6).collect());
+        let p99 = median(runs.iter().map(|r| r.2.as_secs_f64() * 1e6).collect());
+        (rate, p50, p99)
+    };
+    let (b, b50, b99) = summarize(base);
+    println!("| path | round trips/s | p50 us | p99 us | rate vs direct |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!("| direct TCP connect (baseline) | {b:.0} | {b50:.0} | {b99:.0} | 1.00 |");
+    for (proxy, runs) in all.iter().zip(results) {
+        let (r, p50, p99) = summarize(runs);
+        println!(
+            "| CONNECT to 200 through {} | {r:.0} | {p50:.0} | {p99:.0} | {:.2} |",
+            proxy.label,
+            r / b
+        );
+    }
+    println!(
+        "\n{SETUP_CONNECTIONS} sequential round trips per round, {SETUP_ROUNDS} rounds (medians)."
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let mode = args
+        .next()
+        .expect("usage: proxy_bench throughput|setup AGENTGUARD_BINARY [LABEL=BINARY...]");
+    let binary = args.next().expect("AGENTGUARD_BINARY");
+    let extra: Vec<String> = args.collect();
+    let dir = std::env::temp_dir().join(format!("agentguard-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    match mode.as_str() {
+        "throughput" => throughput(&binary, &extra, &dir).await,
+        "setup" => setup(&binary, &extra, &dir).await,
+        other => panic!("unknown mode {other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
