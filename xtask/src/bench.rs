@@ -39,7 +39,8 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
 /// The arguments each benchmark program takes after `--`.
 fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
     Ok(match name {
-        "tunnel" => {
+        "tunnel" | "connect" => {
+            install_peers()?;
             cmd::run(
                 "cargo",
                 &[
@@ -51,11 +52,12 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
                 ],
             )?;
             let binary = cmd::root().join("target/release/agentguard");
-            vec![
-                binary.to_string_lossy().into_owned(),
-                "1024".into(),
-                "5".into(),
-            ]
+            let mode = if name == "tunnel" {
+                "throughput"
+            } else {
+                "setup"
+            };
+            vec![mode.into(), binary.to_string_lossy().into_owned()]
         }
         _ => vec![scratch.to_string_lossy().into_owned()],
     })
