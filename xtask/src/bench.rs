@@ -34,6 +34,18 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "proxy_bench",
         "Connection setup: sequential CONNECT-to-200 round trips (connect, CONNECT, read the 200, close) against a direct TCP connect, tinyproxy and squid. agentguard resolves the name through a warm resolver (the test DNS answers with a TTL); the others are given the IP.",
     ),
+    (
+        "container",
+        "agentguard-container",
+        "run_bench",
+        "Container overhead: `agentguard run` of a trivial allowlisted command (`true` in the busybox probe image, docker with its default runtime) against the raw `docker run` with the same hardened argv, taken from `agentguard run --dry-run`.",
+    ),
+    (
+        "fetch",
+        "agentguard-netpin",
+        "fetch_bench",
+        "Fetch: `agentguard fetch` of a small HTTPS resource from a loopback TLS server with a test CA, against `curl --resolve` doing the same; both are whole processes.",
+    ),
 ];
 
 /// The arguments each benchmark program takes after `--`.
@@ -58,6 +70,49 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
                 "setup"
             };
             vec![mode.into(), binary.to_string_lossy().into_owned()]
+        }
+        "container" => {
+            crate::image::ensure_probe_image("docker")?;
+            cmd::run(
+                "cargo",
+                &[
+                    "build",
+                    "--quiet",
+                    "--release",
+                    "--package",
+                    "agentguard-cli",
+                ],
+            )?;
+            let dir = scratch.join("container");
+            std::fs::create_dir_all(&dir)?;
+            let config = dir.join("agentguard.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "image = \"{}\"\nengine = \"docker\"\n\n[commands]\nnoop = [\"true\"]\n",
+                    crate::image::PROBE_IMAGE
+                ),
+            )?;
+            let binary = cmd::root().join("target/release/agentguard");
+            vec![
+                binary.to_string_lossy().into_owned(),
+                config.to_string_lossy().into_owned(),
+                "15".into(),
+            ]
+        }
+        "fetch" => {
+            cmd::run(
+                "cargo",
+                &[
+                    "build",
+                    "--quiet",
+                    "--release",
+                    "--package",
+                    "agentguard-cli",
+                ],
+            )?;
+            let binary = cmd::root().join("target/release/agentguard");
+            vec![binary.to_string_lossy().into_owned(), "30".into()]
         }
         _ => vec![scratch.to_string_lossy().into_owned()],
     })

@@ -27,7 +27,8 @@ tasks:
   demo                          set up, then show the isolation layers working on this machine
   tidy                          repository hygiene checks (also run by `cargo test`)
   bench [NAME...]               benchmarks against their baselines, written to
-                                docs/PERFORMANCE.md (NAME: audit, tunnel, connect)";
+                                docs/PERFORMANCE.md (NAME: audit, tunnel,
+                                connect, container, fetch)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
