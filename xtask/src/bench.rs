@@ -35,6 +35,12 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "Connection setup: sequential CONNECT-to-200 round trips (connect, CONNECT, read the 200, close) against a direct TCP connect, tinyproxy and squid. agentguard resolves the name through a warm resolver (the test DNS answers with a TTL); the others are given the IP.",
     ),
     (
+        "idle",
+        "agentguard-egress",
+        "proxy_bench",
+        "Concurrency: idle tunnels held open through the release `agentguard egress-proxy`: its resident memory and file descriptors per tunnel (from /proc), and that all of them are closed once their clients close.",
+    ),
+    (
         "container",
         "agentguard-container",
         "run_bench",
@@ -51,7 +57,7 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
 /// The arguments each benchmark program takes after `--`.
 fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
     Ok(match name {
-        "tunnel" | "connect" => {
+        "tunnel" | "connect" | "idle" => {
             install_peers()?;
             cmd::run(
                 "cargo",
@@ -64,10 +70,10 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
                 ],
             )?;
             let binary = cmd::root().join("target/release/agentguard");
-            let mode = if name == "tunnel" {
-                "throughput"
-            } else {
-                "setup"
+            let mode = match name {
+                "tunnel" => "throughput",
+                "connect" => "setup",
+                _ => "idle",
             };
             vec![mode.into(), binary.to_string_lossy().into_owned()]
         }

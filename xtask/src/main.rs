@@ -28,7 +28,7 @@ tasks:
   tidy                          repository hygiene checks (also run by `cargo test`)
   bench [NAME...]               benchmarks against their baselines, written to
                                 docs/PERFORMANCE.md (NAME: audit, tunnel,
-                                connect, container, fetch)";
+                                connect, idle, container, fetch)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

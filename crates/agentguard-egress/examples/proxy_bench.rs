@@ -9,9 +9,12 @@
 //!   close) per second with p50/p99 latency, against a direct TCP connect; agentguard resolves
 //!   the name through a warm resolver (the test DNS answers with a TTL), the others get an IP.
 //!
+//! * `idle`: N idle tunnels held open through agentguard: its resident memory and open file
+//!   descriptors per tunnel, and that every one closes cleanly afterwards.
+//!
 //! Markdown tables go to stdout for docs/PERFORMANCE.md. Run through `cargo xtask bench`.
 //!
-//! Usage: proxy_bench throughput|setup AGENTGUARD_BINARY [LABEL=OTHER_AGENTGUARD_BINARY...]
+//! Usage: proxy_bench throughput|setup|idle AGENTGUARD_BINARY [LABEL=OTHER_AGENTGUARD_BINARY...]
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -406,6 +409,81 @@ async fn setup(binary: &str, extra: &[String], dir: &Path) {
     );
 }
 
+/// The proxy's resident memory in KiB and its open file descriptors.
+fn footprint(proxy: &Proxy) -> (u64, usize) {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", proxy.child.id())).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", proxy.child.id()))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    (rss, fds)
+}
+
+/// Idle tunnels held open: 9,000, since each takes two descriptors in the proxy and the hard
+/// limit here is 20,000 per process.
+const IDLE_TUNNELS: usize = 9000;
+
+async fn idle(binary: &str) {
+    let dns = FakeDns::start().await;
+    let echo = agentguard_test_support::EchoServer::try_start(SOURCE_IP, 0)
+        .await
+        .expect("echo server");
+    dns.answer_with_ttl("bulk.example.test", &[SOURCE_IP], 300);
+    let proxy = start_agentguard(
+        "`agentguard egress-proxy`",
+        binary,
+        dns.addr(),
+        echo.addr().port(),
+    );
+    let target = proxy.target(echo.addr().port());
+    drop(connect_via(proxy.addr, &target).await);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (rss0, fds0) = footprint(&proxy);
+    let mut tunnels = Vec::with_capacity(IDLE_TUNNELS);
+    for _ in 0..IDLE_TUNNELS {
+        tunnels.push(connect_via(proxy.addr, &target).await.0);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (rss1, fds1) = footprint(&proxy);
+    drop(tunnels);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut fds2 = footprint(&proxy).1;
+    while fds2 > fds0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        fds2 = footprint(&proxy).1;
+    }
+    let n = IDLE_TUNNELS as f64;
+    println!(
+        "| measure | before | with {IDLE_TUNNELS} idle tunnels | per tunnel | after closing all |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!(
+        "| proxy resident memory | {:.1} MiB | {:.1} MiB | {:.1} KiB | - |",
+        rss0 as f64 / 1024.0,
+        rss1 as f64 / 1024.0,
+        (rss1.saturating_sub(rss0)) as f64 / n
+    );
+    println!(
+        "| proxy open file descriptors | {fds0} | {fds1} | {:.2} | {fds2} |",
+        (fds1 - fds0) as f64 / n
+    );
+    println!(
+        "
+All {IDLE_TUNNELS} tunnels {} after their clients closed.",
+        if fds2 <= fds0 {
+            "were closed by the proxy"
+        } else {
+            "were NOT all closed"
+        }
+    );
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let mut args = std::env::args().skip(1);
@@ -419,6 +497,7 @@ async fn main() {
     match mode.as_str() {
         "throughput" => throughput(&binary, &extra, &dir).await,
         "setup" => setup(&binary, &extra, &dir).await,
+        "idle" => idle(&binary).await,
         other => panic!("unknown mode {other:?}"),
     }
     let _ = std::fs::remove_dir_all(&dir);
