@@ -58,25 +58,7 @@ pub(crate) fn ensure_probe_image(engine: &str) -> Result<()> {
     fs::write(root.join("etc/group"), "root:x:0:\nnogroup:x:65534:\n")?;
 
     println!("   building {PROBE_IMAGE} for {engine} from {BUSYBOX}");
-    let mut tar = Command::new("tar")
-        .args(["-C"])
-        .arg(&root)
-        .args(["-c", "."])
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("starting tar")?;
-    let tar_out = tar.stdout.take().context("tar stdout")?;
-    let import = Command::new(engine)
-        .args(["import", "-", PROBE_IMAGE])
-        .stdin(tar_out)
-        .stdout(Stdio::null())
-        .status()
-        .with_context(|| format!("starting {engine} import"))?;
-    let tar_status = tar.wait()?;
-    if !tar_status.success() || !import.success() {
-        bail!("building {PROBE_IMAGE} for {engine} failed (tar: {tar_status}, import: {import})");
-    }
-    Ok(())
+    import_rootfs(engine, &root, PROBE_IMAGE)
 }
 
 /// The realistic image of the spec's headline example: Debian minbase with python3 and pytest.
@@ -171,25 +153,28 @@ pub(crate) fn ensure_pytest_image(engine: &str) -> Result<()> {
         fs::write(&done, "")?;
     }
     println!("   importing {PYTEST_IMAGE} into {engine}");
+    import_rootfs(engine, &root, PYTEST_IMAGE)
+}
+
+/// `tar -C ROOT -c . | ENGINE import - TAG`: an image from a root folder, without a registry.
+fn import_rootfs(engine: &str, root: &std::path::Path, tag: &str) -> Result<()> {
     let mut tar = Command::new("tar")
         .args(["-C"])
-        .arg(&root)
+        .arg(root)
         .args(["-c", "."])
         .stdout(Stdio::piped())
         .spawn()
         .context("starting tar")?;
     let tar_out = tar.stdout.take().context("tar stdout")?;
     let import = Command::new(engine)
-        .args(["import", "-", PYTEST_IMAGE])
+        .args(["import", "-", tag])
         .stdin(tar_out)
         .stdout(Stdio::null())
         .status()
         .with_context(|| format!("starting {engine} import"))?;
     let tar_status = tar.wait()?;
     if !tar_status.success() || !import.success() {
-        bail!(
-            "importing {PYTEST_IMAGE} into {engine} failed (tar: {tar_status}, import: {import})"
-        );
+        bail!("importing {tag} into {engine} failed (tar: {tar_status}, import: {import})");
     }
     Ok(())
 }

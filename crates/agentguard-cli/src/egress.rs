@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use agentguard_audit::{AuditLog, AuditSink, Durability, LogOptions};
 use agentguard_egress::EgressProxy;
-use agentguard_netpin::DnsResolver;
 use agentguard_policy::parse_cidr;
 use anyhow::Context;
 use tokio::signal::unix::{SignalKind, signal};
@@ -66,14 +65,8 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        if !args.nameserver.is_empty() {
-            let servers = args
-                .nameserver
-                .iter()
-                .map(|s| DnsResolver::parse_nameserver(s))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Exit::usage(e.to_string()))?;
-            builder = builder.resolver(Arc::new(DnsResolver::with_nameservers(&servers)?));
+        if let Some(resolver) = crate::fetch::nameservers(&args.nameserver)? {
+            builder = builder.resolver(resolver);
         }
         let mut terminate =
             signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;

@@ -49,14 +49,8 @@ pub(crate) fn run(args: &FetchArgs) -> anyhow::Result<u8> {
         .build()
         .context("starting the async runtime")?;
     let response = runtime.block_on(async {
-        if !args.nameserver.is_empty() {
-            let servers = args
-                .nameserver
-                .iter()
-                .map(|s| DnsResolver::parse_nameserver(s))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Exit::usage(e.to_string()))?;
-            builder = builder.resolver(Arc::new(DnsResolver::with_nameservers(&servers)?));
+        if let Some(resolver) = crate::fetch::nameservers(&args.nameserver)? {
+            builder = builder.resolver(resolver);
         }
         let fetcher = builder.build().map_err(|e| Exit::usage(e.to_string()))?;
         fetcher.get(&args.url).await.map_err(refusal)
@@ -88,6 +82,22 @@ pub(crate) fn run(args: &FetchArgs) -> anyhow::Result<u8> {
         );
         Ok(exit::FAILURE)
     }
+}
+
+/// The resolver for `--nameserver IP:PORT...`, or `None` for the system configuration.
+/// Must be called inside the async runtime.
+pub(crate) fn nameservers(
+    values: &[String],
+) -> anyhow::Result<Option<Arc<dyn agentguard_netpin::Resolve>>> {
+    if values.is_empty() {
+        return Ok(None);
+    }
+    let servers = values
+        .iter()
+        .map(|s| DnsResolver::parse_nameserver(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Exit::usage(e.to_string()))?;
+    Ok(Some(Arc::new(DnsResolver::with_nameservers(&servers)?)))
 }
 
 fn refusal(err: FetchError) -> anyhow::Error {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use agentguard_audit::{AuditSink, Decision, Event};
 use agentguard_netpin::{DEFAULT_MAX_ANSWERS, DnsResolver, FetchError, Resolve, dial, pin};
-use agentguard_policy::{AddressPolicy, HostAllowlist, IpNet, PortSet, TargetPolicy};
+use agentguard_policy::{IpNet, TargetPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -124,24 +124,12 @@ impl EgressProxyBuilder {
     }
 
     fn policy(&self) -> Result<TargetPolicy> {
-        let hosts = HostAllowlist::new(&self.hosts)?;
-        let ports = if self.ports.is_empty() {
-            PortSet::default()
-        } else {
-            PortSet::new(self.ports.iter().copied())?
-        };
-        let mut addresses = AddressPolicy::new();
-        for net in &self.allow_cidrs {
-            addresses = addresses.allow_cidr(*net);
-        }
-        for net in &self.deny_cidrs {
-            addresses = addresses.deny_cidr(*net);
-        }
-        Ok(TargetPolicy {
-            hosts,
-            ports,
-            addresses,
-        })
+        Ok(TargetPolicy::from_parts(
+            &self.hosts,
+            &self.ports,
+            &self.allow_cidrs,
+            &self.deny_cidrs,
+        )?)
     }
 
     /// Validates the configuration, binds, and starts accepting connections.

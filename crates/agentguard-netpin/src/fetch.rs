@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentguard_audit::{AuditSink, Decision, Event};
-use agentguard_policy::{AddressPolicy, HostAllowlist, IpNet, PortSet, TargetPolicy};
+use agentguard_policy::{IpNet, TargetPolicy};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
@@ -142,19 +142,12 @@ impl FetcherBuilder {
 
     /// Validates everything and builds the fetcher.
     pub fn build(self) -> Result<Fetcher> {
-        let hosts = HostAllowlist::new(&self.hosts)?;
-        let ports = if self.ports.is_empty() {
-            PortSet::default()
-        } else {
-            PortSet::new(self.ports)?
-        };
-        let mut addresses = AddressPolicy::new();
-        for net in self.allow_cidrs {
-            addresses = addresses.allow_cidr(net);
-        }
-        for net in self.deny_cidrs {
-            addresses = addresses.deny_cidr(net);
-        }
+        let policy = TargetPolicy::from_parts(
+            &self.hosts,
+            &self.ports,
+            &self.allow_cidrs,
+            &self.deny_cidrs,
+        )?;
         let mut roots = RootCertStore::empty();
         if self.bundled_roots {
             roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -187,11 +180,7 @@ impl FetcherBuilder {
             None => Arc::new(DnsResolver::system()?),
         };
         Ok(Fetcher {
-            policy: TargetPolicy {
-                hosts,
-                ports,
-                addresses,
-            },
+            policy,
             resolver,
             tls: TlsConnector::from(Arc::new(tls)),
             max_bytes: self.max_bytes,

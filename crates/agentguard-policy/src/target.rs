@@ -8,8 +8,10 @@ use std::net::IpAddr;
 
 use crate::addr::AddressPolicy;
 use crate::decision::{Denial, Reason};
+use crate::error::Result;
 use crate::host::{DomainName, Host, HostAllowlist};
 use crate::port::PortSet;
+use ipnet::IpNet;
 
 /// Allowlisted hosts and ports plus the address rule for one network layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +43,31 @@ impl TargetPolicy {
             ports: PortSet::default(),
             addresses: AddressPolicy::new(),
         }
+    }
+
+    /// Builds a policy from the values an operator writes: host patterns (at least one), ports
+    /// (empty means the default `{443}`), and allow/deny CIDR overrides.
+    pub fn from_parts<S: AsRef<str>>(
+        hosts: &[S],
+        ports: &[u16],
+        allow: &[IpNet],
+        deny: &[IpNet],
+    ) -> Result<TargetPolicy> {
+        let hosts = HostAllowlist::new(hosts)?;
+        let ports = if ports.is_empty() {
+            PortSet::default()
+        } else {
+            PortSet::new(ports.iter().copied())?
+        };
+        let addresses = allow
+            .iter()
+            .fold(AddressPolicy::new(), |p, net| p.allow_cidr(*net));
+        let addresses = deny.iter().fold(addresses, |p, net| p.deny_cidr(*net));
+        Ok(TargetPolicy {
+            hosts,
+            ports,
+            addresses,
+        })
     }
 
     /// Decides a target before any DNS query: port, then host.
