@@ -340,7 +340,15 @@ async fn probe_all(combo: Combo) -> Result<usize> {
         detail,
     );
 
-    // 5. Nothing left behind: no container with our owner label, no gVisor sandbox process.
+    // 5. Crash safety and image pins, through the binary (engine default runtimes only: the
+    // behaviour is the engine's, not the runtime's).
+    if !combo.gvisor() {
+        for (what, ok, detail) in crash_safety(combo)? {
+            expect(&what, ok, detail);
+        }
+    }
+
+    // 6. Nothing left behind: no container with our owner label, no gVisor sandbox process.
     let filter = format!("label=agentguard.owner={}", std::process::id());
     let left = cmd::output(engine, &["ps", "-a", "-q", "--filter", &filter])?;
     expect(
@@ -382,6 +390,129 @@ fn summary(r: &RunResult) -> String {
             .take(200)
             .collect::<String>()
     )
+}
+
+/// Waits (bounded) until a container owned by `pid` exists; returns its ID.
+fn wait_for_container(engine: &str, pid: u32) -> Result<String> {
+    let filter = format!("label=agentguard.owner={pid}");
+    for _ in 0..200 {
+        let id = cmd::stdout_text(&cmd::output(engine, &["ps", "-q", "--filter", &filter])?);
+        if !id.is_empty() {
+            return Ok(id);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("no container owned by pid {pid} appeared within 20 s")
+}
+
+fn container_exists(engine: &str, id: &str) -> Result<bool> {
+    Ok(!cmd::stdout_text(&cmd::output(
+        engine,
+        &["ps", "-a", "-q", "--filter", &format!("id={id}")],
+    )?)
+    .is_empty())
+}
+
+/// SIGTERM of `agentguard run` kills its container; after a SIGKILL the container is left
+/// running and `agentguard gc` removes it; an image pinned by ID runs, a wrong pin is refused.
+fn crash_safety(combo: Combo) -> Result<Vec<(String, bool, String)>> {
+    let engine = combo.engine.program_name();
+    let binary = cmd::root().join("target/debug/agentguard");
+    let dir = Folder::new(&unique(&combo, "crash"), (0, 0))?;
+    let runtime = combo
+        .runtime
+        .map(|r| format!("runtime = \"{r}\"\n"))
+        .unwrap_or_default();
+    let write_config = |name: &str, image: &str| -> Result<PathBuf> {
+        let path = dir.0.join(name);
+        fs::write(
+            &path,
+            format!(
+                "image = \"{image}\"\nengine = \"{engine}\"\n{runtime}timeout = 120\n\n[commands]\nsleepy = [\"sleep\", \"60\"]\nnoop = [\"true\"]\n"
+            ),
+        )?;
+        Ok(path)
+    };
+    let config = write_config("agentguard.toml", image::PROBE_IMAGE)?;
+    let mut results = Vec::new();
+
+    let mut child = Command::new(&binary)
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("sleepy")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let id = wait_for_container(engine, child.id())?;
+    cmd::output("kill", &["-TERM", &child.id().to_string()])?;
+    let status = child.wait()?;
+    let gone = !container_exists(engine, &id)?;
+    results.push((
+        "SIGTERM of agentguard run kills and removes its container (exit 143)".to_owned(),
+        status.code() == Some(143) && gone,
+        format!("exit {status}, container gone: {gone}"),
+    ));
+
+    let mut child = Command::new(&binary)
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("sleepy")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let id = wait_for_container(engine, child.id())?;
+    child.kill()?;
+    child.wait()?;
+    let survived = container_exists(engine, &id)?;
+    let gc = Command::new(&binary).arg("gc").output()?;
+    let removed = !container_exists(engine, &id)?;
+    results.push((
+        "after a SIGKILL of agentguard the container is left running, and agentguard gc removes it"
+            .to_owned(),
+        survived && removed && gc.status.success(),
+        format!(
+            "survived: {survived}, removed: {removed}, gc said: {}",
+            String::from_utf8_lossy(&gc.stdout).trim()
+        ),
+    ));
+
+    let image_id = cmd::stdout_text(&cmd::output(
+        engine,
+        &[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Id}}",
+            image::PROBE_IMAGE,
+        ],
+    )?);
+    let pinned = write_config(
+        "pinned.toml",
+        &format!("sha256:{}", image_id.trim_start_matches("sha256:")),
+    )?;
+    let ok = Command::new(&binary)
+        .args(["run", "--config"])
+        .arg(&pinned)
+        .arg("noop")
+        .output()?;
+    let wrong = write_config("wrong.toml", &format!("sha256:{}", "0".repeat(64)))?;
+    let refused = Command::new(&binary)
+        .args(["run", "--config"])
+        .arg(&wrong)
+        .arg("noop")
+        .output()?;
+    results.push((
+        "an image pinned by ID runs; a wrong ID is refused as an engine error".to_owned(),
+        ok.status.success() && refused.status.code() == Some(125),
+        format!(
+            "pinned: {} {}; wrong: {} {}",
+            ok.status,
+            String::from_utf8_lossy(&ok.stderr).trim(),
+            refused.status,
+            String::from_utf8_lossy(&refused.stderr).trim()
+        ),
+    ));
+    Ok(results)
 }
 
 /// Runs `python3 -m pytest -q` on a read-only workspace with one passing and one failing test,

@@ -433,7 +433,10 @@ impl ContainerExecutor {
         }
         let seen = String::from_utf8_lossy(&output.stdout);
         let matches = match self.spec.image_pin() {
-            ImagePin::Id(_) => seen.trim() == want,
+            // Docker prints `sha256:<id>`, Podman the bare ID.
+            ImagePin::Id(_) => {
+                seen.trim().trim_start_matches("sha256:") == want.trim_start_matches("sha256:")
+            }
             _ => seen.contains(&want),
         };
         if matches {

@@ -79,6 +79,38 @@ fn golden_podman_runsc_rw() {
     );
 }
 
+#[test]
+fn golden_docker_default_rw() {
+    check_golden(
+        "docker-default-rw.txt",
+        &spec("docker", None, WorkspaceMode::ReadWrite),
+    );
+}
+
+#[test]
+fn golden_docker_runsc_ro() {
+    check_golden(
+        "docker-runsc-ro.txt",
+        &spec("docker", Some("runsc"), WorkspaceMode::ReadOnly),
+    );
+}
+
+#[test]
+fn golden_podman_runc_rw() {
+    check_golden(
+        "podman-runc-rw.txt",
+        &spec("podman", Some("runc"), WorkspaceMode::ReadWrite),
+    );
+}
+
+#[test]
+fn golden_podman_runsc_ro() {
+    check_golden(
+        "podman-runsc-ro.txt",
+        &spec("/usr/bin/podman", Some("runsc"), WorkspaceMode::ReadOnly),
+    );
+}
+
 fn args(spec: &ContainerSpec) -> Vec<String> {
     spec.invocation("run_tests", &identity())
         .unwrap()
