@@ -54,22 +54,27 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// Builds the release `agentguard` binary that the benchmarks measure; returns its path.
+fn release_binary() -> Result<std::path::PathBuf> {
+    cmd::run(
+        "cargo",
+        &[
+            "build",
+            "--quiet",
+            "--release",
+            "--package",
+            "agentguard-cli",
+        ],
+    )?;
+    Ok(cmd::root().join("target/release/agentguard"))
+}
+
 /// The arguments each benchmark program takes after `--`.
 fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
     Ok(match name {
         "tunnel" | "connect" | "idle" => {
             install_peers()?;
-            cmd::run(
-                "cargo",
-                &[
-                    "build",
-                    "--quiet",
-                    "--release",
-                    "--package",
-                    "agentguard-cli",
-                ],
-            )?;
-            let binary = cmd::root().join("target/release/agentguard");
+            let binary = release_binary()?;
             let mode = match name {
                 "tunnel" => "throughput",
                 "connect" => "setup",
@@ -79,16 +84,6 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
         }
         "container" => {
             crate::image::ensure_probe_image("docker")?;
-            cmd::run(
-                "cargo",
-                &[
-                    "build",
-                    "--quiet",
-                    "--release",
-                    "--package",
-                    "agentguard-cli",
-                ],
-            )?;
             let dir = scratch.join("container");
             std::fs::create_dir_all(&dir)?;
             let config = dir.join("agentguard.toml");
@@ -99,7 +94,7 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
                     crate::image::PROBE_IMAGE
                 ),
             )?;
-            let binary = cmd::root().join("target/release/agentguard");
+            let binary = release_binary()?;
             vec![
                 binary.to_string_lossy().into_owned(),
                 config.to_string_lossy().into_owned(),
@@ -107,17 +102,7 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
             ]
         }
         "fetch" => {
-            cmd::run(
-                "cargo",
-                &[
-                    "build",
-                    "--quiet",
-                    "--release",
-                    "--package",
-                    "agentguard-cli",
-                ],
-            )?;
-            let binary = cmd::root().join("target/release/agentguard");
+            let binary = release_binary()?;
             vec![binary.to_string_lossy().into_owned(), "30".into()]
         }
         _ => vec![scratch.to_string_lossy().into_owned()],

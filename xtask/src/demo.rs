@@ -66,13 +66,17 @@ pub(crate) fn run() -> Result<()> {
     );
     if String::from_utf8_lossy(&result.stderr).contains("Read-only file system") {
         println!(
-            "(exit status {:?}: the write to the root file system was refused, as it must be)",
-            result.exit_code
+            "(exit status {}: the write to the root file system was refused, as it must be)",
+            result
+                .exit_code
+                .map_or("none".to_owned(), |c| c.to_string())
         );
     } else {
         bail!(
-            "the write to the root file system was not refused (exit status {:?})",
-            result.exit_code
+            "the write to the root file system was not refused (exit status {})",
+            result
+                .exit_code
+                .map_or("none".to_owned(), |c| c.to_string())
         );
     }
 
