@@ -476,6 +476,18 @@ fn crash_safety(combo: Combo) -> Result<Vec<(String, bool, String)>> {
         ),
     ));
 
+    let doctor = Command::new(&binary)
+        .arg("doctor")
+        .env("AGENTGUARD_CONFIG", &config)
+        .output()?;
+    let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    results.push((
+        "agentguard doctor's trivial hardened run of the configured image succeeds".to_owned(),
+        said.lines()
+            .any(|l| l.starts_with("ok") && l.contains("a trivial hardened run of")),
+        said,
+    ));
+
     let image_id = cmd::stdout_text(&cmd::output(
         engine,
         &[

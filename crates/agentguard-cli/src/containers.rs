@@ -178,7 +178,29 @@ pub(crate) fn gc(args: &GcArgs) -> anyhow::Result<u8> {
 }
 
 pub(crate) fn doctor() -> anyhow::Result<u8> {
-    let findings = runtime()?.block_on(doctor::diagnose());
+    let runtime = runtime()?;
+    let mut findings = runtime.block_on(doctor::diagnose());
+    // The trivial hardened run uses the image of the config in use, when there is one.
+    let path = std::env::var_os("AGENTGUARD_CONFIG").map_or_else(
+        || std::path::PathBuf::from("agentguard.toml"),
+        std::path::PathBuf::from,
+    );
+    if path.exists() {
+        match config::load(&path) {
+            Ok(config) => findings.push(runtime.block_on(doctor::trial_run(&config.spec))),
+            Err(e) => findings.push(doctor::Finding {
+                level: Level::Fail,
+                what: format!("{}: {e:#}", path.display()),
+                fix: "fix the config file".into(),
+            }),
+        }
+    } else {
+        findings.push(doctor::Finding {
+            level: Level::Warn,
+            what: format!("no config file at {} (or in AGENTGUARD_CONFIG): the trivial hardened run of its image was skipped", path.display()),
+            fix: "run `agentguard doctor` where agentguard.toml is, or set AGENTGUARD_CONFIG".into(),
+        });
+    }
     let failed = findings.iter().any(|f| f.level == Level::Fail);
     output::write_lines(findings.into_iter().map(|f| {
         let tag = match f.level {

@@ -170,3 +170,61 @@ pub async fn diagnose() -> Vec<Finding> {
     }
     findings
 }
+
+/// A trivial hardened run (`true`, every default on) of the image, engine and runtime that
+/// `spec` names: proves that this engine can actually apply the hardening to that image.
+pub async fn trial_run(spec: &crate::ContainerSpec) -> Finding {
+    let mut builder = crate::ContainerSpec::builder(spec.image())
+        .engine(spec.engine().clone())
+        .command("doctor-true", ["true"])
+        .timeout(std::time::Duration::from_secs(60));
+    if let Some(runtime) = spec.runtime() {
+        builder = builder.runtime(runtime);
+    }
+    let label = format!(
+        "{} on {}{}",
+        spec.image(),
+        spec.engine().kind,
+        spec.runtime()
+            .map(|r| format!(" with {r}"))
+            .unwrap_or_default()
+    );
+    let probe = match builder.build() {
+        Ok(probe) => probe,
+        Err(e) => {
+            return finding(
+                Level::Fail,
+                format!("trivial hardened run of {label}: {e}"),
+                "fix the config",
+            );
+        }
+    };
+    match crate::ContainerExecutor::new(probe)
+        .run("doctor-true")
+        .await
+    {
+        Ok(result) if result.success() => finding(
+            Level::Ok,
+            format!(
+                "a trivial hardened run of {label} succeeded in {} ms",
+                result.duration.as_millis()
+            ),
+            "",
+        ),
+        Ok(result) => finding(
+            Level::Fail,
+            format!(
+                "a trivial hardened run of {label} ended {} with exit code {:?}: {}",
+                result.status.as_str(),
+                result.exit_code,
+                String::from_utf8_lossy(&result.stderr).trim()
+            ),
+            "the image needs a `true` program on its PATH for this check; otherwise see the message",
+        ),
+        Err(e) => finding(
+            Level::Fail,
+            format!("a trivial hardened run of {label} failed: {e}"),
+            format!("see the message ({})", e.reason()),
+        ),
+    }
+}
