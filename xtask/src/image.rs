@@ -65,9 +65,9 @@ pub(crate) fn ensure_probe_image(engine: &str) -> Result<()> {
 pub(crate) const PYTEST_IMAGE: &str = "localhost/agentguard-pytest:1";
 
 /// The Debian mirror configured on this machine for the `bookworm` suite (deb822 stanzas or
-/// one-line sources), else Debian's own. Other repositories (security, third parties) are
-/// skipped: debootstrap needs the main archive.
-fn debian_mirror() -> String {
+/// one-line sources). Other repositories (security, third parties) are skipped: debootstrap
+/// needs the main archive.
+fn debian_mirror() -> Result<String> {
     let mut texts = Vec::new();
     for dir in ["/etc/apt/sources.list.d", "/etc/apt"] {
         if let Ok(entries) = fs::read_dir(dir) {
@@ -78,10 +78,9 @@ fn debian_mirror() -> String {
             }
         }
     }
-    texts
-        .iter()
-        .find_map(|text| mirror_in(text))
-        .unwrap_or_else(|| "http://deb.debian.org/debian".to_owned())
+    texts.iter().find_map(|text| mirror_in(text)).context(
+        "no Debian mirror for bookworm is configured in /etc/apt/sources.list or /etc/apt/sources.list.d; configure one (debootstrap builds the pytest image from it)",
+    )
 }
 
 /// The first `bookworm` archive URI in one sources file.
@@ -127,7 +126,7 @@ pub(crate) fn ensure_pytest_image(engine: &str) -> Result<()> {
         if root.exists() {
             fs::remove_dir_all(&root)?;
         }
-        let mirror = debian_mirror();
+        let mirror = debian_mirror()?;
         println!(
             "   building {PYTEST_IMAGE}: debootstrap --variant=minbase --include=python3,python3-pytest bookworm ({mirror})"
         );
@@ -183,15 +182,14 @@ fn import_rootfs(engine: &str, root: &std::path::Path, tag: &str) -> Result<()> 
 mod tests {
     #[test]
     fn the_bookworm_archive_is_chosen_over_other_repositories() {
-        let deb822 = "Types: deb\nURIs: https://deb.nodesource.com/node_20.x\nSuites: nodistro\n\nTypes: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\n";
+        let deb822 = "Types: deb\nURIs: https://other.example.test/node\nSuites: nodistro\n\nTypes: deb\nURIs: http://mirror.example.test/debian\nSuites: bookworm bookworm-updates\nComponents: main\n";
         assert_eq!(
             super::mirror_in(deb822).as_deref(),
-            Some("http://deb.debian.org/debian")
+            Some("http://mirror.example.test/debian")
         );
-        let security =
-            "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n";
+        let security = "Types: deb\nURIs: http://mirror.example.test/debian-security\nSuites: bookworm-security\n";
         assert_eq!(super::mirror_in(security), None);
-        let one_line = "deb [arch=amd64] https://deb.nodesource.com/node_20.x nodistro main\ndeb http://mirror.example.test/debian bookworm main\n";
+        let one_line = "deb [arch=amd64] https://other.example.test/node nodistro main\ndeb http://mirror.example.test/debian bookworm main\n";
         assert_eq!(
             super::mirror_in(one_line).as_deref(),
             Some("http://mirror.example.test/debian")
