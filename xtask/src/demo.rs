@@ -1,16 +1,19 @@
 //! `cargo xtask demo`: shows the isolation layers working on this machine, for real.
 //!
-//! It sets up the engines, classifies a few addresses with the real `agentguard` binary, then
-//! runs an allowlisted command in a hardened container (and refuses one that is not).
+//! It sets up the engines, classifies a few addresses with the real `agentguard` binary, runs
+//! an allowlisted command in a hardened container (and refuses one that is not), fetches over
+//! DNS pinning, tunnels curl through the egress proxy, and verifies the audit logs. Everything
+//! network-related stays on this machine: a test DNS server on 127.0.0.1 and a TLS server with
+//! a test CA on 127.0.0.2.
 
 use agentguard_container::{ContainerExecutor, ContainerSpec, Engine, EngineKind};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::{cmd, image, setup};
 
 pub(crate) fn run() -> Result<()> {
     let engines = setup::run()?;
-    println!("\n== demo 1/3: which addresses count as public (never dials)");
+    println!("\n== demo 1/5: which addresses count as public (never dials)");
     cmd::run(
         "cargo",
         &["build", "--quiet", "--package", "agentguard-cli"],
@@ -47,7 +50,7 @@ pub(crate) fn run() -> Result<()> {
     let executor = ContainerExecutor::new(builder.build()?);
     let identity = executor.identity();
     println!(
-        "\n== demo 2/3: the allowlisted command `whoami` in a hardened container ({kind}{})",
+        "\n== demo 2/5: the allowlisted command `whoami` in a hardened container ({kind}{})",
         runtime.map(|r| format!(" under {r}")).unwrap_or_default()
     );
     let invocation = executor
@@ -80,10 +83,197 @@ pub(crate) fn run() -> Result<()> {
         );
     }
 
-    println!("\n== demo 3/3: a name that is not on the allowlist never reaches the engine");
+    println!("\n== demo 3/5: a name that is not on the allowlist never reaches the engine");
     match executor.spec().invocation("rm -rf /", &identity) {
         Ok(_) => bail!("an unlisted name produced an argv"),
         Err(denial) => println!("{denial}"),
     }
+    network(&agentguard)
+}
+
+fn show(
+    program: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<std::process::Output> {
+    println!(
+        "$ {} {}",
+        program.file_name().unwrap_or_default().to_string_lossy(),
+        args.join(" ")
+    );
+    let mut command = std::process::Command::new(program);
+    command.args(args).envs(env.iter().copied());
+    for var in [
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "CURL_CA_BUNDLE",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ] {
+        command.env_remove(var);
+    }
+    let out = command.output()?;
+    print!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(out)
+}
+
+/// Demos 4 and 5: DNS pinning and the egress proxy against servers on loopback, with audit.
+fn network(agentguard: &std::path::Path) -> Result<()> {
+    use std::io::BufRead;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use agentguard_test_support::{FakeDns, TestCa, TlsUpstream};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let upstream_ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+    let (dns, upstream, ca) = runtime.block_on(async {
+        let dns = FakeDns::start().await;
+        let ca = TestCa::new("agentguard demo CA");
+        let upstream =
+            TlsUpstream::start(upstream_ip, 0, ca.server_config(&["pkgs.example.test"])).await;
+        dns.answer("pkgs.example.test", &[upstream_ip]);
+        dns.answer(
+            "private.example.test",
+            &[IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3))],
+        );
+        (dns, upstream, ca)
+    });
+    let dir = cmd::root().join("target/xtask/demo");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, ca.pem())?;
+    let (port, ns, ca_path) = (
+        upstream.addr().port().to_string(),
+        dns.addr().to_string(),
+        ca_file.to_string_lossy().into_owned(),
+    );
+    let fetch_log = dir.join("fetch.jsonl").to_string_lossy().into_owned();
+
+    println!(
+        "\n== demo 4/5: DNS pinning: fetch resolves once, checks every address, dials exactly those, verifies TLS"
+    );
+    println!(
+        "   (a test DNS server on {ns}; pkgs.example.test is a TLS server with a test CA on 127.0.0.2, allowed by --allow-cidr)"
+    );
+    let fetch = |host: &str| -> Result<std::process::Output> {
+        show(
+            agentguard,
+            &[
+                "fetch",
+                &format!("https://{host}:{port}/"),
+                "--allow",
+                "*.example.test",
+                "--allow-port",
+                &port,
+                "--allow-cidr",
+                "127.0.0.2/32",
+                "--nameserver",
+                &ns,
+                "--ca-file",
+                &ca_path,
+                "--audit",
+                &fetch_log,
+            ],
+            &[],
+        )
+    };
+    let ok = fetch("pkgs.example.test")?;
+    let off_list = show(
+        agentguard,
+        &[
+            "fetch",
+            &format!("https://evil.example.org:{port}/"),
+            "--allow",
+            "*.example.test",
+            "--allow-port",
+            &port,
+            "--nameserver",
+            &ns,
+            "--ca-file",
+            &ca_path,
+            "--audit",
+            &fetch_log,
+        ],
+        &[],
+    )?;
+    let private = fetch("private.example.test")?;
+    if !ok.status.success()
+        || off_list.status.code() != Some(123)
+        || private.status.code() != Some(123)
+    {
+        bail!("the DNS pinning demo did not behave as documented");
+    }
+    println!(
+        "(allowed and fetched; refused before any DNS query; refused because it resolved to a private address, never dialed)"
+    );
+
+    println!(
+        "\n== demo 5/5: the egress proxy: CONNECT only, allowlisted, pinned, audited; curl through it"
+    );
+    let egress_log = dir.join("egress.jsonl").to_string_lossy().into_owned();
+    let mut proxy = std::process::Command::new(agentguard)
+        .args([
+            "egress-proxy",
+            "--allow",
+            "pkgs.example.test",
+            "--allow-port",
+            &port,
+            "--port",
+            "0",
+            "--allow-cidr",
+            "127.0.0.2/32",
+            "--nameserver",
+            &ns,
+            "--audit",
+            &egress_log,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let mut line = String::new();
+    std::io::BufReader::new(proxy.stdout.take().context("proxy stdout")?).read_line(&mut line)?;
+    print!("$ agentguard egress-proxy --allow pkgs.example.test ... --port 0\n{line}");
+    let proxy_url = format!("http://{}", line.trim().trim_start_matches("listening on "));
+    let curl = |host: &str| {
+        show(
+            std::path::Path::new("curl"),
+            &[
+                "--silent",
+                "--show-error",
+                "--proxy",
+                &proxy_url,
+                "--cacert",
+                &ca_path,
+                &format!("https://{host}:{port}/"),
+            ],
+            &[],
+        )
+    };
+    let through = curl("pkgs.example.test")?;
+    let refused = curl("evil.example.test")?;
+    cmd::output("kill", &["-TERM", &proxy.id().to_string()])?;
+    let stopped = proxy.wait()?;
+    if !through.status.success() || refused.status.success() || !stopped.success() {
+        bail!("the egress proxy demo did not behave as documented");
+    }
+    println!("\n$ agentguard audit show (the egress log, then verify both logs)");
+    show(agentguard, &["audit", "show", &egress_log], &[])?;
+    let v1 = show(agentguard, &["audit", "verify", &egress_log], &[])?;
+    let v2 = show(agentguard, &["audit", "verify", &fetch_log], &[])?;
+    if !v1.status.success() || !v2.status.success() {
+        bail!("an audit log did not verify");
+    }
+    drop((dns, upstream));
     Ok(())
 }
