@@ -23,6 +23,9 @@ use crate::argv::{Invocation, RunIdentity};
 use crate::engine::EngineKind;
 use crate::spec::{ContainerSpec, ImagePin};
 
+/// How long the output may keep flowing after agentguard killed a container.
+const KILL_GRACE: Duration = Duration::from_secs(30);
+
 /// Label keys on every container agentguard starts.
 pub const LABEL_OWNER: &str = "agentguard.owner";
 /// The owner's process start time (clock ticks since boot), so a reused pid is not the owner.
@@ -341,6 +344,8 @@ impl ContainerExecutor {
         // The kill runs in its own task while this loop keeps draining the pipes: the daemon
         // does not finish a kill while the client's output pipe is full.
         let mut killer: Option<tokio::task::JoinHandle<()>> = None;
+        let mut drain_until: Option<tokio::time::Instant> = None;
+        let mut hung = false;
         while stdout.is_some() || stderr.is_some() {
             tokio::select! {
                 n = read_some(&mut stdout, &mut out_chunk), if stdout.is_some() => match n {
@@ -354,12 +359,23 @@ impl ContainerExecutor {
                 () = tokio::time::sleep_until(deadline), if killer.is_none() => {
                     status = RunStatus::TimedOut;
                     killer = Some(self.spawn_kill(&identity.name));
+                    drain_until = Some(tokio::time::Instant::now() + KILL_GRACE);
+                }
+                // After a kill the output must end soon; never wait on a hung client forever.
+                () = tokio::time::sleep_until(drain_until.unwrap_or(deadline)), if drain_until.is_some() => {
+                    hung = true;
+                    break;
                 }
             }
             if truncated && killer.is_none() {
                 status = RunStatus::OutputLimit;
                 killer = Some(self.spawn_kill(&identity.name));
+                drain_until = Some(tokio::time::Instant::now() + KILL_GRACE);
             }
+        }
+        if hung {
+            // The client kept its output open past the grace period: it is killed too.
+            let _ = child.start_kill();
         }
         let killed = killer.is_some();
         if let Some(killer) = killer {
