@@ -71,16 +71,9 @@ pub(crate) struct RunConfig {
 
 /// Picks docker if it is on PATH, else podman.
 fn detect_engine() -> anyhow::Result<Engine> {
-    for name in ["docker", "podman"] {
-        let found = std::env::var_os("PATH")
-            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(name).is_file()));
-        if found {
-            return Ok(Engine::parse(name)?);
-        }
-    }
-    bail!(
-        "no container engine found on PATH: install docker or podman, or set `engine` in the config file to its path"
-    )
+    Engine::installed().into_iter().next().ok_or_else(|| {
+        anyhow::anyhow!("no container engine found on PATH: install docker or podman, or set `engine` in the config file to its path")
+    })
 }
 
 /// The uid and gid of this process, from /proc (no unsafe code).

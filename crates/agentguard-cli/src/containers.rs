@@ -9,7 +9,7 @@ use std::sync::Arc;
 use agentguard_audit::{AuditLog, AuditSink, Decision, Durability, Event, LogOptions};
 use agentguard_container::doctor::{self, Level};
 use agentguard_container::{
-    ContainerExecutor, Engine, EngineKind, RunError, RunResult, RunStatus, gc as sweep,
+    ContainerExecutor, Engine, RunError, RunResult, RunStatus, gc as sweep,
 };
 use anyhow::Context;
 use serde_json::json;
@@ -128,20 +128,8 @@ fn report(result: &RunResult, json: bool) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-fn engines() -> Vec<Engine> {
-    [EngineKind::Docker, EngineKind::Podman]
-        .into_iter()
-        .filter(|k| {
-            std::env::var_os("PATH").is_some_and(|paths| {
-                std::env::split_paths(&paths).any(|d| d.join(k.program_name()).is_file())
-            })
-        })
-        .map(Engine::of_kind)
-        .collect()
-}
-
 pub(crate) fn gc(args: &GcArgs) -> anyhow::Result<u8> {
-    let engines = engines();
+    let engines = Engine::installed();
     if engines.is_empty() {
         return Err(Exit::new(
             exit::ERROR,

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::argv::Invocation;
-use crate::engine::{Engine, EngineKind};
+use crate::engine::{Engine, EngineKind, on_path};
 use crate::run::run_quiet;
 
 /// How serious a finding is.
@@ -38,11 +38,6 @@ fn finding(level: Level, what: impl Into<String>, fix: impl Into<String>) -> Fin
         what: what.into(),
         fix: fix.into(),
     }
-}
-
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
 async fn query(engine: &Engine, args: &[&str]) -> Option<String> {

@@ -69,6 +69,15 @@ impl Engine {
         })
     }
 
+    /// The engines installed here, Docker first: those whose program is on `PATH`.
+    pub fn installed() -> Vec<Engine> {
+        [EngineKind::Docker, EngineKind::Podman]
+            .into_iter()
+            .filter(|kind| on_path(kind.program_name()))
+            .map(Engine::of_kind)
+            .collect()
+    }
+
     /// The engine of this kind, found on `PATH`.
     pub fn of_kind(kind: EngineKind) -> Engine {
         Engine {
@@ -76,4 +85,10 @@ impl Engine {
             program: PathBuf::from(kind.program_name()),
         }
     }
+}
+
+/// True when `program` is a file in one of the `PATH` directories.
+pub(crate) fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
