@@ -158,7 +158,7 @@ impl Chain {
         let mut fields = Map::new();
         fields.insert("v".into(), SCHEMA_VERSION.into());
         fields.insert("seq".into(), seq.into());
-        fields.insert("ts".into(), rfc3339_millis(now).into());
+        fields.insert("ts".into(), crate::time::rfc3339_millis(now).into());
         fields.insert("kind".into(), event.kind.as_str().into());
         fields.insert("decision".into(), event.decision.as_str().into());
         fields.insert("reason".into(), event.reason.clone().into());
@@ -201,37 +201,4 @@ impl Chain {
         self.prev.clone_from(&hash);
         Sealed { seq, hash, line }
     }
-}
-
-/// Formats a time as RFC 3339 UTC with milliseconds, e.g. `2026-11-29T09:00:00.123Z`.
-pub(crate) fn rfc3339_millis(time: SystemTime) -> String {
-    let since = time
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = since.as_secs();
-    let millis = since.subsec_millis();
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }

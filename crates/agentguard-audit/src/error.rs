@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::verify::Problem;
+use crate::problem::Problem;
 
 /// Result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -61,6 +61,14 @@ pub enum Error {
         path: PathBuf,
         /// The first failure.
         cause: String,
+    },
+    /// An event's key has another type than the key table says (see [`crate::KEYS`]).
+    #[error("audit event key `{key}` must be of type {expected:?}")]
+    Schema {
+        /// The key.
+        key: String,
+        /// The type the table gives it.
+        expected: crate::ValueType,
     },
     /// The HMAC key is unusable.
     #[error("the audit HMAC key must be at least {min} bytes long (got {len})")]

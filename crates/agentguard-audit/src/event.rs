@@ -80,6 +80,75 @@ impl fmt::Display for Decision {
     }
 }
 
+/// The JSON type of a `subject` or `data` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueType {
+    /// A string.
+    String,
+    /// A number (an integer).
+    Number,
+    /// `true` or `false`.
+    Bool,
+    /// A number, or `null` when there is none (an exit code of a run that never exited).
+    NumberOrNull,
+}
+
+impl ValueType {
+    fn matches(self, value: &Value) -> bool {
+        match self {
+            ValueType::String => value.is_string(),
+            ValueType::Number => value.is_u64() || value.is_i64(),
+            ValueType::Bool => value.is_boolean(),
+            ValueType::NumberOrNull => value.is_null() || value.is_u64() || value.is_i64(),
+        }
+    }
+}
+
+/// Every key AgentGuard's crates write in `subject` or `data`, with its one type across all
+/// event kinds (docs/audit.md has the same table). [`MemorySink`](crate::MemorySink) refuses
+/// an event whose known key has another type, so every test that records through it checks
+/// this table; tidy checks that every key written in the source is listed here.
+pub const KEYS: &[(&str, ValueType)] = &[
+    // subject
+    ("command", ValueType::String),
+    ("image", ValueType::String),
+    ("url", ValueType::String),
+    ("target", ValueType::String),
+    ("client", ValueType::String),
+    ("path", ValueType::String),
+    // data
+    ("status", ValueType::Number),
+    ("run_status", ValueType::String),
+    ("exit_code", ValueType::NumberOrNull),
+    ("duration_ms", ValueType::Number),
+    ("truncated", ValueType::Bool),
+    ("container", ValueType::String),
+    ("signal", ValueType::String),
+    ("message", ValueType::String),
+    ("rule", ValueType::String),
+    ("dialed", ValueType::String),
+    ("bytes", ValueType::Number),
+    ("bytes_up", ValueType::Number),
+    ("bytes_down", ValueType::Number),
+    ("line", ValueType::Number),
+    ("removed_bytes", ValueType::Number),
+    ("removed_sha256", ValueType::String),
+];
+
+/// The first known key of `event` whose value has another type than [`KEYS`] says.
+pub fn mistyped_key(event: &Event) -> Option<(&str, ValueType)> {
+    event
+        .subject
+        .iter()
+        .chain(event.data.iter())
+        .find_map(|(key, value)| {
+            KEYS.iter()
+                .find(|(known, _)| known == key)
+                .filter(|(_, want)| !want.matches(value))
+                .map(|(known, want)| (*known, *want))
+        })
+}
+
 /// One decision to record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
@@ -154,6 +223,23 @@ impl Event {
         self.data.insert(key.to_owned(), value.into());
         self
     }
+}
+
+/// One line for an error and every cause under it, `outer: cause: root cause`, as recorded in
+/// an event's `message` and printed by the CLI. Each message states only its own part, so no
+/// cause is printed twice.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !part.is_empty() && !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// A sealed event as stored on one line.

@@ -12,15 +12,20 @@ mod chain;
 mod error;
 mod event;
 mod log;
+mod problem;
 mod sink;
+mod time;
 mod verify;
 
 pub use chain::{GENESIS, Key, MIN_KEY_LEN};
 pub use error::{Error, Result};
-pub use event::{Decision, Event, Kind, Record, SCHEMA_VERSION};
+pub use event::{
+    Decision, Event, KEYS, Kind, Record, SCHEMA_VERSION, ValueType, error_chain, mistyped_key,
+};
 pub use log::{AuditLog, Durability, LogOptions, Repair};
+pub use problem::{Problem, ProblemKind};
 pub use sink::{AuditSink, MemorySink, Receipt};
-pub use verify::{Problem, ProblemKind, Reader, Summary, verify};
+pub use verify::{Reader, Summary, verify};
 
 #[cfg(test)]
 mod tests;

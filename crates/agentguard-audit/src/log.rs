@@ -28,8 +28,9 @@ use std::time::{Duration, SystemTime};
 use crate::chain::{Chain, Key, sha256_hex};
 use crate::error::{Error, Result};
 use crate::event::{Decision, Event, Kind};
+use crate::problem::ProblemKind;
 use crate::sink::{AuditSink, Receipt};
-use crate::verify::{ProblemKind, Reader};
+use crate::verify::Reader;
 
 /// How durable an event is when `record` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use crate::chain::{Chain, Key};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::event::{Event, Record};
 
 /// What a sink returns once an event is recorded with the sink's durability.
@@ -32,7 +32,9 @@ impl<T: AuditSink + ?Sized> AuditSink for Arc<T> {
     }
 }
 
-/// An in-memory sink for tests: the same chain and line format as the file log.
+/// An in-memory sink for tests: the same chain and line format as the file log. It also
+/// refuses an event whose known key has the wrong type ([`crate::KEYS`]), so every test that
+/// records through it checks the key table.
 #[derive(Debug)]
 pub struct MemorySink {
     state: Mutex<(Chain, Vec<String>)>,
@@ -72,6 +74,12 @@ impl MemorySink {
 
 impl AuditSink for MemorySink {
     fn record(&self, event: Event) -> Result<Receipt> {
+        if let Some((key, expected)) = crate::event::mistyped_key(&event) {
+            return Err(Error::Schema {
+                key: key.to_owned(),
+                expected,
+            });
+        }
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let sealed = state.0.seal(&event, SystemTime::now());
         state.1.push(sealed.line);

@@ -4,7 +4,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
-use crate::chain::{Chain, canonical, rfc3339_millis};
+use crate::chain::{Chain, canonical};
+use crate::time::rfc3339_millis;
 use crate::*;
 
 #[test]
@@ -108,4 +109,18 @@ fn memory_sink_signs_with_a_key_and_refuses_weak_keys() {
 fn key_debug_output_hides_the_key() {
     let key = Key::new(*b"0123456789abcdef").unwrap();
     assert_eq!(format!("{key:?}"), "Key(..)");
+}
+
+#[test]
+fn the_memory_sink_refuses_a_known_key_of_the_wrong_type() {
+    let sink = crate::MemorySink::default();
+    let wrong = Event::new(Kind::EgressConnect, Decision::Allow, "ok").data("status", "200");
+    let err = crate::AuditSink::record(&sink, wrong).unwrap_err();
+    assert!(err.to_string().contains("`status`"), "{err}");
+    let right = Event::new(Kind::EgressConnect, Decision::Allow, "ok")
+        .data("status", 200)
+        .data("exit_code", serde_json::Value::Null)
+        .data("extension", "unknown keys are allowed");
+    assert!(crate::AuditSink::record(&sink, right).is_ok());
+    assert!(sink.lines().len() == 1);
 }

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::net_args::NetPolicyArgs;
+
 /// AgentGuard: isolation for an AI agent's tool calls.
 ///
 /// Containers run only allowlisted commands with every hardening default on; DNS pinning and
@@ -63,12 +65,8 @@ pub(crate) struct RunArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct EgressProxyArgs {
-    /// An allowed host or pattern (`pkgs.example.com`, `*.example.com`, `*`); repeatable.
-    #[arg(long, value_name = "HOST")]
-    pub(crate) allow: Vec<String>,
-    /// An allowed port (default: 443 only); repeatable.
-    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
-    pub(crate) allow_port: Vec<u16>,
+    #[command(flatten)]
+    pub(crate) net: NetPolicyArgs,
     /// The address to listen on.
     #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
     pub(crate) bind: String,
@@ -78,12 +76,6 @@ pub(crate) struct EgressProxyArgs {
     /// Append every decision to this audit log.
     #[arg(long, value_name = "FILE")]
     pub(crate) audit: Option<PathBuf>,
-    /// Use these DNS servers instead of the system resolver; repeatable.
-    #[arg(long, value_name = "IP:PORT")]
-    pub(crate) nameserver: Vec<String>,
-    /// Treat this range as reachable even if non-public; repeatable.
-    #[arg(long, value_name = "CIDR")]
-    pub(crate) allow_cidr: Vec<String>,
     /// Maximum concurrent connections.
     #[arg(long, value_name = "N")]
     pub(crate) max_connections: Option<usize>,
@@ -102,24 +94,14 @@ pub(crate) struct EgressProxyArgs {
 pub(crate) struct FetchArgs {
     /// The https:// URL.
     pub(crate) url: String,
-    /// An allowed host or pattern; repeatable.
-    #[arg(long, value_name = "HOST")]
-    pub(crate) allow: Vec<String>,
-    /// An allowed port (default: 443 only); repeatable.
-    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
-    pub(crate) allow_port: Vec<u16>,
+    #[command(flatten)]
+    pub(crate) net: NetPolicyArgs,
     /// Largest response body accepted, in bytes.
     #[arg(long, value_name = "N")]
     pub(crate) max_bytes: Option<u64>,
     /// Extra trust roots (PEM).
     #[arg(long, value_name = "PEM")]
     pub(crate) ca_file: Option<PathBuf>,
-    /// Use these DNS servers instead of the system resolver; repeatable.
-    #[arg(long, value_name = "IP:PORT")]
-    pub(crate) nameserver: Vec<String>,
-    /// Treat this range as reachable even if non-public; repeatable.
-    #[arg(long, value_name = "CIDR")]
-    pub(crate) allow_cidr: Vec<String>,
     /// Append the decision to this audit log.
     #[arg(long, value_name = "FILE")]
     pub(crate) audit: Option<PathBuf>,

@@ -11,7 +11,8 @@ use agentguard_audit::{AuditLog, Decision, Key, Kind, LogOptions, Reader, Record
 use anyhow::Context;
 
 use crate::args::{AuditCommand, AuditRepairArgs, AuditShowArgs, AuditVerifyArgs, DecisionFilter};
-use crate::{Exit, exit, output};
+use crate::exit::{self, Exit};
+use crate::output;
 
 pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
     match command {

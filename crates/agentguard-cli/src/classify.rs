@@ -7,9 +7,9 @@
 use agentguard_policy::{Class, Embedding, Host, classify};
 use serde_json::json;
 
-use crate::Exit;
 use crate::args::ClassifyArgs;
-use crate::{exit, output};
+use crate::exit::{self, Exit};
+use crate::output;
 
 pub(crate) fn run(args: &ClassifyArgs) -> anyhow::Result<u8> {
     // Parse every argument first, so a bad one prints nothing rather than half a table.

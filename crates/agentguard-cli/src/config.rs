@@ -1,16 +1,42 @@
 //! The `agentguard run` configuration file: TOML with the seed's names, loaded strictly.
 //!
 //! Unknown keys are errors that name the key and its line; relative paths are relative to the
-//! config file; every value is then validated by the container crate, whose errors name the
-//! field and the value. The `[audit]` table names the audit log.
+//! config file; every value is then parsed and validated by the container crate, whose errors
+//! name the field and the value. The `[audit]` table names the audit log.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agentguard_container::{ContainerSpec, Engine, WorkspaceMode};
-use anyhow::{Context, bail};
+use agentguard_container::{ContainerSpec, ContainerSpecBuilder, Engine, UserIds, WorkspaceMode};
 use serde::Deserialize;
+
+/// The file could not be read or is not a valid configuration (a usage error).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigError {
+    #[error("reading the config file {path}", path = path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}", path = path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("workspace {path} (relative paths are relative to the config file)", path = path.display())]
+    Workspace {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("in {path}", path = path.display())]
+    Spec {
+        path: PathBuf,
+        #[source]
+        source: agentguard_container::Error,
+    },
+}
 
 /// A number or a string (`cpus = 1`, `cpus = "1.5"`).
 #[derive(Debug, Deserialize)]
@@ -69,54 +95,37 @@ pub(crate) struct RunConfig {
     pub(crate) audit: Option<PathBuf>,
 }
 
-/// Picks docker if it is on PATH, else podman.
-fn detect_engine() -> anyhow::Result<Engine> {
-    Engine::installed().into_iter().next().ok_or_else(|| {
-        anyhow::anyhow!("no container engine found on PATH: install docker or podman, or set `engine` in the config file to its path")
+/// Reads and parses the file, without building anything yet.
+fn read(path: &Path) -> Result<File, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_owned(),
+        message: e.to_string().trim_end().to_owned(),
     })
 }
 
-/// The uid and gid of this process, from /proc (no unsafe code).
-fn own_ids() -> anyhow::Result<(u32, u32)> {
-    let status =
-        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
-    let field = |name: &str| -> Option<u32> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
+/// The canonical workspace folder, and the user a read-write one is used as.
+fn workspace(path: PathBuf, mode: WorkspaceMode) -> anyhow::Result<(PathBuf, Option<UserIds>)> {
+    let ws = path
+        .canonicalize()
+        .map_err(|source| ConfigError::Workspace { path, source })?;
+    if !ws.is_dir() {
+        return Err(
+            ConfigError::Invalid(format!("workspace {} is not a directory", ws.display())).into(),
+        );
+    }
+    let owner = match mode {
+        WorkspaceMode::ReadWrite => Some(UserIds::for_rw_workspace(&ws)?),
+        WorkspaceMode::ReadOnly => None,
     };
-    match (field("Uid:"), field("Gid:")) {
-        (Some(u), Some(g)) => Ok((u, g)),
-        _ => bail!("cannot read this process's uid and gid from /proc/self/status"),
-    }
-}
-
-/// The rw-workspace rule: the invoking user's uid:gid; when that is root, the workspace
-/// owner's if that is not root; otherwise refuse. Never root.
-fn rw_user(workspace: &Path) -> anyhow::Result<String> {
-    use std::os::unix::fs::MetadataExt;
-    let (uid, gid) = own_ids()?;
-    if uid != 0 && gid != 0 {
-        return Ok(format!("{uid}:{gid}"));
-    }
-    let meta = std::fs::metadata(workspace)
-        .with_context(|| format!("reading the owner of {}", workspace.display()))?;
-    if meta.uid() != 0 && meta.gid() != 0 {
-        return Ok(format!("{}:{}", meta.uid(), meta.gid()));
-    }
-    bail!(
-        "workspace_mode = \"rw\" would run the container as root: agentguard runs as root and {} is owned by root; chown the workspace to an unprivileged user, or use workspace_mode = \"ro\"",
-        workspace.display()
-    )
+    Ok((ws, owner))
 }
 
 pub(crate) fn load(path: &Path) -> anyhow::Result<RunConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the config file {}", path.display()))?;
-    let file: File = toml::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
+    let file = read(path)?;
     let base = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -128,64 +137,74 @@ pub(crate) fn load(path: &Path) -> anyhow::Result<RunConfig> {
             base.join(p)
         }
     };
-
-    let engine = match &file.engine {
-        Some(e) => Engine::parse(e)?,
-        None => detect_engine()?,
+    let in_file = |source| ConfigError::Spec {
+        path: path.to_owned(),
+        source,
     };
-    let mut builder = ContainerSpec::builder(file.image).engine(engine);
+    let engine = match &file.engine {
+        Some(e) => Engine::parse(e).map_err(in_file)?,
+        None => Engine::detect()?,
+    };
+    let mode = match &file.workspace_mode {
+        Some(m) => WorkspaceMode::parse(m).map_err(in_file)?,
+        None => WorkspaceMode::ReadOnly,
+    };
+    let mut builder = ContainerSpec::builder(&file.image).engine(engine);
+    match (&file.workspace, mode) {
+        (Some(ws), _) => {
+            let (ws, rw_owner) = workspace(resolve(ws), mode)?;
+            builder = builder.workspace(ws).workspace_mode(mode);
+            // A writable workspace stays writable by its owner: the rw rule wins over `user`.
+            match (rw_owner, &file.user) {
+                (Some(owner), _) => builder = builder.user_ids(owner),
+                (None, Some(user)) => builder = builder.user(user),
+                (None, None) => {}
+            }
+        }
+        (None, WorkspaceMode::ReadWrite) => {
+            return Err(
+                ConfigError::Invalid("workspace_mode = \"rw\" needs a `workspace`".into()).into(),
+            );
+        }
+        (None, WorkspaceMode::ReadOnly) => {
+            if let Some(user) = &file.user {
+                builder = builder.user(user);
+            }
+        }
+    }
+    let audit = file.audit.as_ref().map(|a| resolve(&a.path));
+    Ok(RunConfig {
+        spec: settings(builder, file).build().map_err(in_file)?,
+        audit,
+    })
+}
+
+/// The commands, environment and limits: each passed to the builder, which parses it.
+fn settings(mut builder: ContainerSpecBuilder, file: File) -> ContainerSpecBuilder {
     for (name, argv) in file.commands {
         builder = builder.command(name, argv);
     }
-    if let Some(runtime) = file.runtime {
+    let text = |t: Option<Text>| t.map(Text::into_string);
+    if let Some(runtime) = &file.runtime {
         builder = builder.runtime(runtime);
-    }
-    let mode = match &file.workspace_mode {
-        Some(m) => WorkspaceMode::parse(m)?,
-        None => WorkspaceMode::ReadOnly,
-    };
-    let mut rw_owner = None;
-    if let Some(ws) = &file.workspace {
-        let ws = resolve(ws);
-        let ws = ws.canonicalize().with_context(|| {
-            format!(
-                "workspace {} (relative paths are relative to the config file)",
-                ws.display()
-            )
-        })?;
-        if !ws.is_dir() {
-            bail!("workspace {} is not a directory", ws.display());
-        }
-        if mode == WorkspaceMode::ReadWrite {
-            rw_owner = Some(rw_user(&ws)?);
-        }
-        builder = builder.workspace(ws).workspace_mode(mode);
-    } else if mode == WorkspaceMode::ReadWrite {
-        bail!("workspace_mode = \"rw\" needs a `workspace`");
     }
     if let Some(network) = file.network {
         builder = builder.network(network);
     }
-    match (rw_owner, file.user) {
-        // A writable workspace stays writable by its owner: the rw rule wins over `user`.
-        (Some(owner), _) => builder = builder.user(owner),
-        (None, Some(user)) => builder = builder.user(user),
-        (None, None) => {}
+    if let Some(memory) = text(file.memory) {
+        builder = builder.memory(&memory);
     }
-    if let Some(memory) = file.memory {
-        builder = builder.memory(memory.into_string());
+    if let Some(cpus) = text(file.cpus) {
+        builder = builder.cpus(&cpus);
     }
-    if let Some(cpus) = file.cpus {
-        builder = builder.cpus(cpus.into_string());
+    if let Some(size) = text(file.tmpfs_size) {
+        builder = builder.tmpfs_size(&size);
+    }
+    if let Some(pull) = &file.pull {
+        builder = builder.pull(pull);
     }
     if let Some(pids) = file.pids {
         builder = builder.pids(pids);
-    }
-    if let Some(size) = file.tmpfs_size {
-        builder = builder.tmpfs_size(size.into_string());
-    }
-    if let Some(pull) = file.pull {
-        builder = builder.pull(pull);
     }
     if let Some(timeout) = file.timeout {
         builder = builder.timeout(Duration::from_secs(timeout));
@@ -202,11 +221,5 @@ pub(crate) fn load(path: &Path) -> anyhow::Result<RunConfig> {
     for (key, value) in file.environment {
         builder = builder.env(key, value);
     }
-    let spec = builder
-        .build()
-        .with_context(|| format!("in {}", path.display()))?;
-    Ok(RunConfig {
-        spec,
-        audit: file.audit.map(|a| resolve(&a.path)),
-    })
+    builder
 }

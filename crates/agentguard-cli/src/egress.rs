@@ -11,32 +11,21 @@ use std::time::Duration;
 
 use agentguard_audit::{AuditLog, AuditSink, Durability, LogOptions};
 use agentguard_egress::EgressProxy;
-use agentguard_policy::parse_cidr;
 use anyhow::Context;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::EgressProxyArgs;
-use crate::{Exit, exit};
+use crate::exit::{self, Exit};
+use crate::signal::Shutdown;
 
 pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
-    if args.allow.is_empty() {
-        return Err(Exit::usage("no --allow given: name at least one host (for example --allow pkgs.example.com); an empty allowlist never means \"allow everything\"").into());
-    }
+    let policy = args.net.policy()?;
     let ip: IpAddr = args
         .bind
         .parse()
         .map_err(|_| Exit::usage(format!("--bind {:?} is not an IP address", args.bind)))?;
-    let mut builder = EgressProxy::builder().bind(SocketAddr::new(ip, args.port));
-    for host in &args.allow {
-        builder = builder.allow(host);
-    }
-    for port in &args.allow_port {
-        builder = builder.allow_port(*port);
-    }
-    for cidr in &args.allow_cidr {
-        builder = builder
-            .allow_cidr(parse_cidr(cidr).map_err(|e| Exit::usage(format!("--allow-cidr: {e}")))?);
-    }
+    let mut builder = EgressProxy::builder()
+        .policy(policy)
+        .bind(SocketAddr::new(ip, args.port));
     if let Some(n) = args.max_connections {
         builder = builder.max_connections(n);
     }
@@ -65,25 +54,17 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        if let Some(resolver) = crate::fetch::nameservers(&args.nameserver)? {
+        if let Some(resolver) = args.net.resolver()? {
             builder = builder.resolver(resolver);
         }
-        let mut terminate =
-            signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-        let proxy = builder.start().await.map_err(|e| match e {
-            agentguard_egress::Error::Policy(_) | agentguard_egress::Error::Limit { .. } => {
-                anyhow::Error::from(Exit::usage(e.to_string()))
-            }
-            other => anyhow::Error::from(other),
-        })?;
+        let mut shutdown = Shutdown::install()?;
+        let proxy = builder.start().await?;
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "listening on {}", proxy.local_addr())?;
         stdout.flush()?;
         drop(stdout);
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-            _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
-        }
+        let stop = shutdown.recv().await;
+        tracing::info!(signal = stop.name(), "shutting down");
         let result = proxy.shutdown(Duration::from_secs(args.grace)).await;
         if !result.drained {
             eprintln!(

@@ -1,9 +1,13 @@
-//! The exit codes of `agentguard`, in one place; integration tests assert them.
+//! The exit codes of `agentguard`, and the one function that maps an error to its code.
 //!
-//! `agentguard run` will pass the command's own exit status through, like `docker run` and
+//! `agentguard run` passes the command's own exit status through, like `docker run` and
 //! `chroot`, so agentguard's own codes sit at the top of the range where a tool rarely lands.
+//! Subcommands return typed errors (wrapped in `anyhow` with context); [`code_for`] walks the
+//! chain and decides, so the same condition has the same code in every subcommand. The
+//! integration tests assert every code here (`tests/it/exit_codes.rs`).
 
-use std::process::ExitCode;
+use agentguard_container::RunError;
+use agentguard_netpin::FetchError;
 
 /// Everything asked for was done (for `classify`: every argument was classified).
 pub(crate) const SUCCESS: u8 = 0;
@@ -13,20 +17,100 @@ pub(crate) const FAILURE: u8 = 1;
 pub(crate) const USAGE: u8 = 2;
 /// `agentguard run`: the output exceeded `max_output_bytes`; the container was killed.
 pub(crate) const OUTPUT_LIMIT: u8 = 122;
-/// Refused by policy or by a safety limit: a host, port or address not allowed, a redirect,
-/// a body over the limit.
+/// Refused by policy or by a safety limit: a command, host, port or address not allowed, a
+/// redirect, a body over the limit.
 pub(crate) const DENIED: u8 = 123;
 /// A time limit was reached (for `run`, the container was killed by name).
 pub(crate) const TIMEOUT: u8 = 124;
-/// agentguard itself, or a container engine, failed; also a subcommand this build lacks.
+/// agentguard itself, or a container engine, failed: no engine on PATH, an engine error, a
+/// resolver that cannot be built, an audit log that cannot be written.
 pub(crate) const ERROR: u8 = 125;
-
+/// `agentguard run`: the container died of a SIGKILL agentguard did not send (probable OOM).
+pub(crate) const KILLED: u8 = 137;
 /// `agentguard run` was interrupted by SIGINT; the container was killed by name.
 pub(crate) const INTERRUPTED: u8 = 130;
 /// `agentguard run` was stopped by SIGTERM; the container was killed by name.
 pub(crate) const TERMINATED: u8 = 143;
 
-/// Converts a code to `ExitCode`.
-pub(crate) fn code(value: u8) -> ExitCode {
-    ExitCode::from(value)
+/// An error whose exit code the CLI decides itself (a usage error it found, a "no" answer).
+#[derive(Debug)]
+pub(crate) struct Exit {
+    code: u8,
+    message: String,
+}
+
+impl Exit {
+    pub(crate) fn new(code: u8, message: impl Into<String>) -> Exit {
+        Exit {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn failure(message: impl Into<String>) -> Exit {
+        Exit::new(FAILURE, message)
+    }
+
+    pub(crate) fn usage(message: impl Into<String>) -> Exit {
+        Exit::new(USAGE, message)
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+/// The exit code for an error: decided by the outermost cause in the chain that says.
+pub(crate) fn code_for(err: &anyhow::Error) -> u8 {
+    err.chain().find_map(code_of).unwrap_or(ERROR)
+}
+
+fn code_of(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
+    if let Some(exit) = cause.downcast_ref::<Exit>() {
+        return Some(exit.code);
+    }
+    if cause.is::<agentguard_policy::Denial>() {
+        return Some(DENIED);
+    }
+    if let Some(e) = cause.downcast_ref::<RunError>() {
+        return Some(match e {
+            RunError::Denied(_) => DENIED,
+            _ => ERROR,
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<FetchError>() {
+        return Some(if e.is_refusal() {
+            DENIED
+        } else if e.is_timeout() {
+            TIMEOUT
+        } else {
+            ERROR
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<agentguard_container::Error>() {
+        return Some(match e {
+            agentguard_container::Error::NoEngine => ERROR,
+            _ => USAGE,
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<agentguard_netpin::Error>() {
+        return Some(match e {
+            agentguard_netpin::Error::Resolver(_) => ERROR,
+            _ => USAGE,
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<agentguard_egress::Error>() {
+        return Some(match e {
+            agentguard_egress::Error::Policy(_) | agentguard_egress::Error::Limit { .. } => USAGE,
+            _ => ERROR,
+        });
+    }
+    if cause.is::<agentguard_policy::Error>() || cause.is::<crate::config::ConfigError>() {
+        return Some(USAGE);
+    }
+    None
 }

@@ -8,29 +8,15 @@ use std::io::Write;
 use std::sync::Arc;
 
 use agentguard_audit::{AuditLog, AuditSink, Durability, LogOptions};
-use agentguard_netpin::{DnsResolver, FetchError, Fetcher};
-use agentguard_policy::parse_cidr;
+use agentguard_netpin::{FetchError, Fetcher};
 use anyhow::Context;
 use serde_json::json;
 
 use crate::args::FetchArgs;
-use crate::{Exit, exit};
+use crate::exit;
 
 pub(crate) fn run(args: &FetchArgs) -> anyhow::Result<u8> {
-    if args.allow.is_empty() {
-        return Err(Exit::usage("no --allow given: name at least one host (for example --allow pkgs.example.com); an empty allowlist never means \"allow everything\"").into());
-    }
-    let mut builder = Fetcher::builder();
-    for host in &args.allow {
-        builder = builder.allow(host);
-    }
-    for port in &args.allow_port {
-        builder = builder.allow_port(*port);
-    }
-    for cidr in &args.allow_cidr {
-        builder = builder
-            .allow_cidr(parse_cidr(cidr).map_err(|e| Exit::usage(format!("--allow-cidr: {e}")))?);
-    }
+    let mut builder = Fetcher::builder().policy(args.net.policy()?);
     if let Some(max) = args.max_bytes {
         builder = builder.max_bytes(max);
     }
@@ -49,10 +35,10 @@ pub(crate) fn run(args: &FetchArgs) -> anyhow::Result<u8> {
         .build()
         .context("starting the async runtime")?;
     let response = runtime.block_on(async {
-        if let Some(resolver) = crate::fetch::nameservers(&args.nameserver)? {
+        if let Some(resolver) = args.net.resolver()? {
             builder = builder.resolver(resolver);
         }
-        let fetcher = builder.build().map_err(|e| Exit::usage(e.to_string()))?;
+        let fetcher = builder.build()?;
         fetcher.get(&args.url).await.map_err(refusal)
     })?;
 
@@ -84,34 +70,16 @@ pub(crate) fn run(args: &FetchArgs) -> anyhow::Result<u8> {
     }
 }
 
-/// The resolver for `--nameserver IP:PORT...`, or `None` for the system configuration.
-/// Must be called inside the async runtime.
-pub(crate) fn nameservers(
-    values: &[String],
-) -> anyhow::Result<Option<Arc<dyn agentguard_netpin::Resolve>>> {
-    if values.is_empty() {
-        return Ok(None);
-    }
-    let servers = values
-        .iter()
-        .map(|s| DnsResolver::parse_nameserver(s))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Exit::usage(e.to_string()))?;
-    Ok(Some(Arc::new(DnsResolver::with_nameservers(&servers)?)))
-}
-
+/// Says whether the fetch was refused or failed, and its reason code; the code of the exit
+/// comes from the error itself (`exit::code_for`).
 fn refusal(err: FetchError) -> anyhow::Error {
-    let code = match &err {
-        e if e.is_refusal() => exit::DENIED,
-        FetchError::Timeout { .. } => exit::TIMEOUT,
-        _ => exit::ERROR,
-    };
     let kind = if err.is_refusal() {
         "refused"
     } else {
         "failed"
     };
-    Exit::new(code, format!("fetch {kind} ({}): {err}", err.reason())).into()
+    let context = format!("fetch {kind} ({})", err.reason());
+    anyhow::Error::new(err).context(context)
 }
 
 /// Standard base64 with padding, for bodies that are not UTF-8.

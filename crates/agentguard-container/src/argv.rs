@@ -64,8 +64,8 @@ impl ContainerSpec {
     pub fn global_args(&self) -> Vec<String> {
         match (&self.engine.kind, &self.runtime) {
             (EngineKind::Podman, Some(runtime)) => {
-                let mut args = vec!["--runtime".to_owned(), runtime.clone()];
-                if runtime == "runsc" {
+                let mut args = vec!["--runtime".to_owned(), runtime.to_string()];
+                if runtime.is_gvisor() {
                     args.extend(["--runtime-flag".to_owned(), "network=none".to_owned()]);
                 }
                 args
@@ -81,20 +81,15 @@ impl ContainerSpec {
     /// 40 concurrent guest processes while 50 end the sandbox. So under runsc the host limit is
     /// four times `pids` (512 for the default 128); a fork bomb still only ends its own sandbox.
     pub fn host_pids_limit(&self) -> u32 {
-        match self.runtime.as_deref() {
-            Some("runsc") => self.pids.saturating_mul(4),
+        match &self.runtime {
+            Some(runtime) if runtime.is_gvisor() => self.pids.saturating_mul(4),
             _ => self.pids,
         }
     }
 
     /// An engine command that is not `run` (`kill`, `rm`, `image inspect`), with the global flags.
     pub fn engine_command(&self, args: &[&str]) -> Invocation {
-        let mut all = self.global_args();
-        all.extend(args.iter().map(|a| (*a).to_owned()));
-        Invocation {
-            program: self.engine.program.clone(),
-            args: all.into_iter().map(OsString::from).collect(),
-        }
+        self.engine.command(&self.global_args(), args)
     }
 
     /// The complete engine invocation for the allowlisted command `name`.
@@ -112,9 +107,9 @@ impl ContainerSpec {
         for (key, value) in &identity.labels {
             push(&["--label", &format!("{key}={value}")]);
         }
-        push(&["--pull", "never", "--network", &self.network]);
+        push(&["--pull", self.pull.as_str(), "--network", &self.network]);
         if !podman && let Some(runtime) = &self.runtime {
-            push(&["--runtime", runtime]);
+            push(&["--runtime", runtime.as_str()]);
         }
 
         // Nothing outside the workspace and /tmp is writable.
@@ -133,13 +128,14 @@ impl ContainerSpec {
 
         // No capabilities, no privilege escalation, never root.
         push(&["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]);
-        push(&["--user", &self.user]);
+        push(&["--user", &self.user.to_string()]);
 
         // Resource limits; swap equal to memory means no swap.
-        push(&["--memory", &self.memory, "--memory-swap", &self.memory]);
+        let memory = self.memory.to_string();
+        push(&["--memory", &memory, "--memory-swap", &memory]);
         push(&[
             "--cpus",
-            &self.cpus,
+            &self.cpus.to_string(),
             "--pids-limit",
             &self.host_pids_limit().to_string(),
         ]);

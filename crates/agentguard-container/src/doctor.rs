@@ -6,9 +6,8 @@
 
 use std::path::Path;
 
-use crate::argv::Invocation;
 use crate::engine::{Engine, EngineKind, on_path};
-use crate::run::run_quiet;
+use crate::process::run_quiet;
 
 /// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,12 +39,8 @@ fn finding(level: Level, what: impl Into<String>, fix: impl Into<String>) -> Fin
     }
 }
 
-async fn query(engine: &Engine, args: &[&str]) -> Option<String> {
-    let invocation = Invocation {
-        program: engine.program.clone(),
-        args: args.iter().map(Into::into).collect(),
-    };
-    let out = run_quiet(&invocation).await.ok()?;
+async fn query(engine: &Engine, global: &[String], args: &[&str]) -> Option<String> {
+    let out = run_quiet(&engine.command(global, args)).await.ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
@@ -53,16 +48,23 @@ async fn query(engine: &Engine, args: &[&str]) -> Option<String> {
 
 /// Runs every check.
 pub async fn diagnose() -> Vec<Finding> {
-    let mut findings = Vec::new();
     let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    findings.push(finding(
+    let mut findings = cgroups(v2);
+    for kind in [EngineKind::Docker, EngineKind::Podman] {
+        findings.extend(engine(kind, v2).await);
+    }
+    findings
+}
+
+fn cgroups(v2: bool) -> Vec<Finding> {
+    let mut findings = vec![finding(
         Level::Ok,
         format!(
             "cgroup version: {}",
             if v2 { "v2" } else { "v1 (or hybrid)" }
         ),
         "",
-    ));
+    )];
     if !v2 {
         for (controller, limit) in [("memory", "memory"), ("pids", "pids"), ("cpu", "cpus")] {
             if !Path::new(&format!("/sys/fs/cgroup/{controller}")).exists() {
@@ -70,99 +72,107 @@ pub async fn diagnose() -> Vec<Finding> {
             }
         }
     }
-    for kind in [EngineKind::Docker, EngineKind::Podman] {
-        let name = kind.program_name();
-        if !on_path(name) {
-            findings.push(finding(
-                Level::Warn,
-                format!("{name}: not found on PATH"),
-                format!(
-                    "install it (Debian: apt-get install {})",
-                    if kind == EngineKind::Docker {
-                        "docker.io"
-                    } else {
-                        "podman runc"
-                    }
-                ),
-            ));
-            continue;
-        }
-        let engine = Engine::of_kind(kind);
-        let info_args: &[&str] = match kind {
-            EngineKind::Docker => &[
-                "info",
-                "--format",
-                "{{json .Runtimes}}|{{json .SecurityOptions}}|{{.CgroupVersion}}|{{.SwapLimit}}|{{.MemoryLimit}}|{{.PidsLimit}}",
-            ],
-            EngineKind::Podman => &[
-                "--runtime",
-                "runc",
-                "info",
-                "--format",
-                "{{.Host.Security.Rootless}}|{{.Host.OCIRuntime.Name}}",
-            ],
+    findings
+}
+
+/// The findings for one engine: installed, answering, and what its `info` says.
+async fn engine(kind: EngineKind, v2: bool) -> Vec<Finding> {
+    let name = kind.program_name();
+    if !on_path(name) {
+        let package = match kind {
+            EngineKind::Docker => "docker.io",
+            EngineKind::Podman => "podman runc",
         };
-        let Some(info) = query(&engine, info_args).await else {
-            findings.push(finding(Level::Fail, format!("{name}: found but not answering `{name} info`"), match kind {
-                EngineKind::Docker => "start the daemon: `dockerd` (or `systemctl start docker`); `cargo xtask setup` does it on Debian",
-                EngineKind::Podman => "check `podman --runtime runc info`; on cgroup v1 hosts podman needs runc",
-            }));
-            continue;
+        return vec![finding(
+            Level::Warn,
+            format!("{name}: not found on PATH"),
+            format!("install it (Debian: apt-get install {package})"),
+        )];
+    }
+    let engine = Engine::of_kind(kind);
+    // Podman needs runc on cgroup v1 hybrid hosts, even for `info` (ENGINES.md).
+    let (global, format): (Vec<String>, &str) = match kind {
+        EngineKind::Docker => (
+            Vec::new(),
+            "{{json .Runtimes}}|{{json .SecurityOptions}}|{{.CgroupVersion}}|{{.SwapLimit}}|{{.MemoryLimit}}|{{.PidsLimit}}",
+        ),
+        EngineKind::Podman => (
+            vec!["--runtime".into(), "runc".into()],
+            "{{.Host.Security.Rootless}}|{{.Host.OCIRuntime.Name}}",
+        ),
+    };
+    let Some(info) = query(&engine, &global, &["info", "--format", format]).await else {
+        return vec![finding(
+            Level::Fail,
+            format!("{name}: found but not answering `{name} info`"),
+            match kind {
+                EngineKind::Docker => {
+                    "start the daemon: `dockerd` (or `systemctl start docker`); `cargo xtask setup` does it on Debian"
+                }
+                EngineKind::Podman => {
+                    "check `podman --runtime runc info`; on cgroup v1 hosts podman needs runc"
+                }
+            },
+        )];
+    };
+    let mut findings = vec![finding(Level::Ok, format!("{name}: running"), "")];
+    let fields: Vec<&str> = info.split('|').collect();
+    match kind {
+        EngineKind::Docker => findings.extend(docker(&fields)),
+        EngineKind::Podman => findings.extend(podman(&fields, v2)),
+    }
+    findings
+}
+
+fn docker(fields: &[&str]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let runtimes = fields.first().copied().unwrap_or_default();
+    if runtimes.contains("\"runsc\"") {
+        let level = if runtimes.contains("--network=none") {
+            Level::Ok
+        } else {
+            Level::Fail
         };
-        findings.push(finding(Level::Ok, format!("{name}: running"), ""));
-        let fields: Vec<&str> = info.split('|').collect();
-        match kind {
-            EngineKind::Docker => {
-                let runtimes = fields.first().copied().unwrap_or_default();
-                if runtimes.contains("\"runsc\"") {
-                    let level = if runtimes.contains("--network=none") {
-                        Level::Ok
-                    } else {
-                        Level::Fail
-                    };
-                    findings.push(finding(level, "docker: runsc (gVisor) is registered", if level == Level::Ok { "" } else { "add \"runtimeArgs\": [\"--network=none\"] to runsc in /etc/docker/daemon.json, or `--network none` runs fail" }));
-                } else {
-                    findings.push(finding(Level::Warn, "docker: runsc (gVisor) is not registered; runtime = \"runsc\" will be refused", "install runsc and add {\"runtimes\":{\"runsc\":{\"path\":\"/usr/bin/runsc\",\"runtimeArgs\":[\"--network=none\"]}}} to /etc/docker/daemon.json, then reload dockerd"));
-                }
-                if fields.get(1).is_some_and(|s| s.contains("rootless")) {
-                    findings.push(finding(Level::Warn, "docker: rootless mode: uids are mapped, so the rw-workspace owner rule does not hold", "use workspace_mode = \"ro\" or a rootful daemon"));
-                }
-                for (index, limit) in [(3, "memory swap"), (4, "memory"), (5, "pids")] {
-                    if fields.get(index).copied() == Some("false") {
-                        findings.push(finding(Level::Fail, format!("docker: the {limit} limit is not supported by this daemon and would silently not apply"), "enable the cgroup controller (kernel command line) and restart dockerd"));
-                    }
-                }
-            }
-            EngineKind::Podman => {
-                if fields.first().copied() == Some("true") {
-                    findings.push(finding(Level::Warn, "podman: rootless", "rootless podman needs --userns=keep-id for rw workspaces; prefer workspace_mode = \"ro\""));
-                }
-                if !v2 {
-                    findings.push(finding(Level::Warn, "podman: on cgroup v1 hosts crun fails (\"cgroups in hybrid mode not supported\")", "set runtime = \"runc\" (or \"runsc\") in agentguard.toml"));
-                }
-                findings.push(finding(
-                    if on_path("runsc") {
-                        Level::Ok
-                    } else {
-                        Level::Warn
-                    },
-                    format!(
-                        "podman: runsc {}",
-                        if on_path("runsc") {
-                            "found"
-                        } else {
-                            "not found; runtime = \"runsc\" will be refused"
-                        }
-                    ),
-                    if on_path("runsc") {
-                        ""
-                    } else {
-                        "apt-get install runsc"
-                    },
-                ));
-            }
+        findings.push(finding(level, "docker: runsc (gVisor) is registered", if level == Level::Ok { "" } else { "add \"runtimeArgs\": [\"--network=none\"] to runsc in /etc/docker/daemon.json, or `--network none` runs fail" }));
+    } else {
+        findings.push(finding(Level::Warn, "docker: runsc (gVisor) is not registered; runtime = \"runsc\" will be refused", "install runsc and add {\"runtimes\":{\"runsc\":{\"path\":\"/usr/bin/runsc\",\"runtimeArgs\":[\"--network=none\"]}}} to /etc/docker/daemon.json, then reload dockerd"));
+    }
+    if fields.get(1).is_some_and(|s| s.contains("rootless")) {
+        findings.push(finding(
+            Level::Warn,
+            "docker: rootless mode: uids are mapped, so the rw-workspace owner rule does not hold",
+            "use workspace_mode = \"ro\" or a rootful daemon",
+        ));
+    }
+    for (index, limit) in [(3, "memory swap"), (4, "memory"), (5, "pids")] {
+        if fields.get(index).copied() == Some("false") {
+            findings.push(finding(Level::Fail, format!("docker: the {limit} limit is not supported by this daemon and would silently not apply"), "enable the cgroup controller (kernel command line) and restart dockerd"));
         }
     }
+    findings
+}
+
+fn podman(fields: &[&str], v2: bool) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    if fields.first().copied() == Some("true") {
+        findings.push(finding(Level::Warn, "podman: rootless", "rootless podman needs --userns=keep-id for rw workspaces; prefer workspace_mode = \"ro\""));
+    }
+    if !v2 {
+        findings.push(finding(
+            Level::Warn,
+            "podman: on cgroup v1 hosts crun fails (\"cgroups in hybrid mode not supported\")",
+            "set runtime = \"runc\" (or \"runsc\") in agentguard.toml",
+        ));
+    }
+    findings.push(if on_path("runsc") {
+        finding(Level::Ok, "podman: runsc found", "")
+    } else {
+        finding(
+            Level::Warn,
+            "podman: runsc not found; runtime = \"runsc\" will be refused",
+            "apt-get install runsc",
+        )
+    });
     findings
 }
 
@@ -174,7 +184,7 @@ pub async fn trial_run(spec: &crate::ContainerSpec) -> Finding {
         .command("doctor-true", ["true"])
         .timeout(std::time::Duration::from_secs(60));
     if let Some(runtime) = spec.runtime() {
-        builder = builder.runtime(runtime);
+        builder = builder.runtime(runtime.as_str());
     }
     let label = format!(
         "{} on {}{}",

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Result, invalid};
+use crate::error::{Error, Result, invalid};
 
 /// The engine family, which decides the argv dialect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,6 +76,14 @@ impl Engine {
             .filter(|kind| on_path(kind.program_name()))
             .map(Engine::of_kind)
             .collect()
+    }
+
+    /// The first installed engine (Docker before Podman), or [`Error::NoEngine`].
+    pub fn detect() -> Result<Engine> {
+        Engine::installed()
+            .into_iter()
+            .next()
+            .ok_or(Error::NoEngine)
     }
 
     /// The engine of this kind, found on `PATH`.

@@ -1,10 +1,21 @@
-//! Error types for agentguard-container.
+//! Error types for agentguard-container: a spec that cannot be built, and a run that produced
+//! no result.
+//!
+//! Causes are kept as `#[source]`; messages never repeat them (print a chain with
+//! `agentguard_audit::error_chain`). Every [`RunError`] has a stable `reason()` code.
+
+use std::path::PathBuf;
+
+use agentguard_policy::Denial;
+
+use crate::engine::EngineKind;
+use crate::result::RunResult;
 
 /// Result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can be wrong when building a container specification.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A field has a value the executor refuses; the message names the field and the value.
@@ -20,6 +31,22 @@ pub enum Error {
     /// The command allowlist is invalid.
     #[error(transparent)]
     Policy(#[from] agentguard_policy::Error),
+    /// No engine was named and none is installed.
+    #[error(
+        "no container engine found on PATH: install docker or podman, or set `engine` to its path"
+    )]
+    NoEngine,
+    /// A file this process needed could not be read.
+    #[error("{action} ({path}) failed", path = path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 pub(crate) fn invalid(
@@ -31,5 +58,105 @@ pub(crate) fn invalid(
         field,
         value: value.into(),
         reason: reason.into(),
+    }
+}
+
+/// Why a run produced no result.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The name is not on the command allowlist.
+    #[error("{0}")]
+    Denied(Denial),
+    /// The image is not present locally (and nothing is ever pulled).
+    #[error(
+        "image {image:?} is not present in the local {engine} image store and pull is `never`: load or build it first (`{engine} load`, `{engine} import`, `{engine} build`), then pin it by digest or image ID"
+    )]
+    MissingImage {
+        /// The image reference.
+        image: String,
+        /// The engine.
+        engine: EngineKind,
+    },
+    /// The pinned digest or ID does not match the local image.
+    #[error("image {image:?} does not match its pin: {reason}")]
+    ImagePin {
+        /// The image reference.
+        image: String,
+        /// What did not match.
+        reason: String,
+    },
+    /// The OCI runtime is not available to the engine; agentguard never falls back to another.
+    #[error(
+        "the {engine} engine does not know the runtime {runtime:?}: register it (for runsc under Docker, add it to /etc/docker/daemon.json with \"runtimeArgs\": [\"--network=none\"] and reload dockerd; `agentguard doctor` checks this) — agentguard never falls back to another runtime"
+    )]
+    UnknownRuntime {
+        /// The runtime asked for.
+        runtime: String,
+        /// The engine.
+        engine: EngineKind,
+    },
+    /// The engine's daemon (or service) is not running or not reachable.
+    #[error(
+        "the {engine} engine is not running or not reachable: {message}; start it (for Docker: `dockerd`, or `systemctl start docker`) and check with `agentguard doctor`"
+    )]
+    EngineNotRunning {
+        /// The engine.
+        engine: EngineKind,
+        /// What it said on stderr.
+        message: String,
+    },
+    /// The engine program could not be started.
+    #[error(
+        "cannot start the engine program {program}; install docker or podman, or set `engine` to its path",
+        program = program.display()
+    )]
+    EngineMissing {
+        /// The program.
+        program: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine failed in another way (exit status 125).
+    #[error("the {engine} engine failed (exit status 125) before the command ran: {message}")]
+    Engine {
+        /// The engine.
+        engine: EngineKind,
+        /// What it said on stderr.
+        message: String,
+    },
+    /// `check` is set and the command did not exit 0.
+    #[error("command {:?} failed: {} with exit code {:?}", .0.command, .0.status.as_str(), .0.exit_code)]
+    Failed(Box<RunResult>),
+    /// The run could not be recorded in the audit log.
+    #[error("the run could not be recorded in the audit log")]
+    Audit(#[from] agentguard_audit::Error),
+    /// Reading the engine's output or waiting for it failed.
+    #[error("{action} failed")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl RunError {
+    /// A stable snake_case reason code.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RunError::Denied(d) => d.reason.code(),
+            RunError::MissingImage { .. } => "missing_image",
+            RunError::ImagePin { .. } => "image_pin_mismatch",
+            RunError::UnknownRuntime { .. } => "unknown_runtime",
+            RunError::EngineNotRunning { .. } => "engine_not_running",
+            RunError::EngineMissing { .. } => "engine_missing",
+            RunError::Engine { .. } => "engine_error",
+            RunError::Failed(_) => "command_failed",
+            RunError::Audit(_) => "audit_failed",
+            RunError::Io { .. } => "io_error",
+        }
     }
 }

@@ -8,9 +8,8 @@
 
 use std::time::SystemTime;
 
-use crate::argv::Invocation;
 use crate::engine::Engine;
-use crate::run::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START, process_start, run_quiet};
+use crate::process::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START, process_start, run_quiet};
 
 /// A container found stale, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,17 +20,16 @@ pub struct Stale {
     pub why: String,
 }
 
-fn command(engine: &Engine, args: &[&str]) -> Invocation {
-    Invocation {
-        program: engine.program.clone(),
-        args: args.iter().map(Into::into).collect(),
-    }
-}
-
-/// Finds (and unless `dry_run`, removes) the stale agentguard containers of one engine.
-pub async fn sweep(engine: &Engine, dry_run: bool) -> std::io::Result<Vec<Stale>> {
+/// Finds (and unless `dry_run`, removes) the stale agentguard containers of one engine,
+/// passing `global` flags (Podman's runtime selection of the spec in use) before each command.
+pub async fn sweep(
+    engine: &Engine,
+    global: &[String],
+    dry_run: bool,
+) -> std::io::Result<Vec<Stale>> {
+    let command = |args: &[&str]| engine.command(global, args);
     let filter = format!("label={LABEL_OWNER}");
-    let listed = run_quiet(&command(engine, &["ps", "-a", "-q", "--filter", &filter])).await?;
+    let listed = run_quiet(&command(&["ps", "-a", "-q", "--filter", &filter])).await?;
     if !listed.status.success() {
         return Err(std::io::Error::other(
             String::from_utf8_lossy(&listed.stderr).trim().to_owned(),
@@ -49,7 +47,7 @@ pub async fn sweep(engine: &Engine, dry_run: bool) -> std::io::Result<Vec<Stale>
     );
     let mut args = vec!["inspect", "--format", format.as_str()];
     args.extend(ids.iter().map(String::as_str));
-    let inspected = run_quiet(&command(engine, &args)).await?;
+    let inspected = run_quiet(&command(&args)).await?;
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()
@@ -61,7 +59,7 @@ pub async fn sweep(engine: &Engine, dry_run: bool) -> std::io::Result<Vec<Stale>
     if !dry_run && !stale.is_empty() {
         let mut rm = vec!["rm", "-f"];
         rm.extend(stale.iter().map(|s| s.name.as_str()));
-        run_quiet(&command(engine, &rm)).await?;
+        run_quiet(&command(&rm)).await?;
     }
     Ok(stale)
 }
@@ -97,7 +95,7 @@ mod tests {
     #[test]
     fn stale_containers_are_judged_by_owner_and_deadline() {
         let me = std::process::id();
-        let start = crate::run::process_start(me).unwrap();
+        let start = crate::process::process_start(me).unwrap();
         let now = 1_000_000;
         assert_eq!(
             judge(&format!("/live|{me}|{start}|{}", now + 10), now),

@@ -10,21 +10,27 @@
 #![warn(missing_docs)]
 
 mod argv;
+mod builder;
+mod capture;
 pub mod doctor;
 mod engine;
 mod error;
+mod executor;
 pub mod gc;
-mod run;
+mod process;
+mod result;
 mod spec;
+mod values;
 
 pub use argv::{Invocation, RunIdentity, WORKSPACE_TARGET};
+pub use builder::ContainerSpecBuilder;
 pub use engine::{Engine, EngineKind};
-pub use error::{Error, Result};
-pub use run::{
-    ContainerExecutor, LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START, RunError, RunResult,
-    RunStatus,
-};
-pub use spec::{ContainerSpec, ContainerSpecBuilder, ImagePin, WorkspaceMode};
+pub use error::{Error, Result, RunError};
+pub use executor::{ContainerExecutor, DEFAULT_DRAIN_GRACE};
+pub use process::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START};
+pub use result::{RunResult, RunStatus};
+pub use spec::{ContainerSpec, ImagePin, WorkspaceMode};
+pub use values::{ByteSize, Cpus, Pull, Runtime, UserIds};
 
 #[cfg(test)]
 mod tests;

@@ -347,16 +347,16 @@ fn the_model_can_never_supply_a_flag_or_an_argv() {
 #[test]
 fn stdout_and_stderr_share_one_cap() {
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    assert!(!crate::run::keep(&mut out, 0, b"12345", 8, None));
+    assert!(!crate::capture::keep(&mut out, 0, b"12345", 8, None));
     assert!(
-        crate::run::keep(&mut err, out.len(), b"abcdef", 8, None),
+        crate::capture::keep(&mut err, out.len(), b"abcdef", 8, None),
         "only 3 of 6 bytes fit"
     );
     assert_eq!(
         (out.as_slice(), err.as_slice()),
         (&b"12345"[..], &b"abc"[..])
     );
-    assert!(crate::run::keep(&mut out, err.len(), b"x", 8, None));
+    assert!(crate::capture::keep(&mut out, err.len(), b"x", 8, None));
     assert_eq!(out.len() + err.len(), 8);
 }
 

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use crate::builder::EgressProxyBuilder;
 use crate::error::{Error, Result};
-use crate::proxy::{EgressProxyBuilder, Shutdown};
+use crate::server::Shutdown;
 
 /// A proxy running on its own thread.
 pub struct BlockingEgressProxy {
@@ -35,7 +36,7 @@ impl BlockingEgressProxy {
                 {
                     Ok(rt) => rt,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(Error::Runtime(e.to_string())));
+                        let _ = ready_tx.send(Err(Error::Runtime(e)));
                         return Shutdown { drained: true };
                     }
                 };
@@ -52,10 +53,8 @@ impl BlockingEgressProxy {
                     proxy.shutdown(grace).await
                 })
             })
-            .map_err(|e| Error::Runtime(e.to_string()))?;
-        let local_addr = ready_rx
-            .recv()
-            .map_err(|_| Error::Runtime("the proxy thread ended before it listened".into()))??;
+            .map_err(Error::Runtime)?;
+        let local_addr = ready_rx.recv().map_err(|_| Error::ThreadEnded)??;
         Ok(BlockingEgressProxy {
             local_addr,
             stop: Some(stop_tx),

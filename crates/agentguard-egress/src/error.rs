@@ -16,7 +16,7 @@ pub enum Error {
     #[error(transparent)]
     Resolver(#[from] agentguard_netpin::Error),
     /// The listening socket could not be opened.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,
@@ -33,6 +33,9 @@ pub enum Error {
         reason: String,
     },
     /// The proxy's thread or runtime could not be started (blocking wrapper).
-    #[error("cannot start the proxy's runtime: {0}")]
-    Runtime(String),
+    #[error("cannot start the proxy's thread and runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The proxy's thread ended before it listened.
+    #[error("the proxy thread ended before it listened")]
+    ThreadEnded,
 }

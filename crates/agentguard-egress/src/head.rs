@@ -1,11 +1,9 @@
 //! Parsing of the request head and the CONNECT target: strict, and done once.
 //!
-//! The target is parsed into the policy's canonical [`Host`] and a port here, and that one
-//! value is used for matching, dialing and logging, so no second parser can read the target
-//! differently. Anything unusual is malformed: a missing or out-of-range port, userinfo,
-//! NUL, whitespace, obsolete header folding, a version other than HTTP/1.0 or 1.1.
-
-use agentguard_policy::Host;
+//! The target itself is parsed by the policy's `Authority::parse` into the canonical host and
+//! a port, and that one value is used for matching, dialing and logging, so no second parser
+//! can read the target differently. Anything unusual in the head is malformed: obsolete header
+//! folding, control characters, a version other than HTTP/1.0 or 1.1.
 
 /// The most header lines accepted.
 const MAX_HEADERS: usize = 100;
@@ -77,42 +75,6 @@ pub(crate) fn parse_head(head: &[u8]) -> Result<RequestLine<'_>, String> {
     Ok(RequestLine { method, target })
 }
 
-/// Parses a CONNECT target in authority form: `host:port` or `[v6]:port`.
-pub(crate) fn parse_authority(target: &str) -> Result<(Host, u16), String> {
-    if target.contains('@') {
-        return Err("userinfo is not allowed in a CONNECT target".into());
-    }
-    if let Some(c) = target.chars().find(|c| c.is_control() || c.is_whitespace()) {
-        return Err(format!("character {c:?} in the CONNECT target"));
-    }
-    let (host, port) = if target.starts_with('[') {
-        let close = target
-            .find(']')
-            .ok_or("an IPv6 literal is missing its `]`")?;
-        let port = target[close + 1..]
-            .strip_prefix(':')
-            .ok_or("the CONNECT target has no port; use host:port")?;
-        (&target[..=close], port)
-    } else {
-        let (host, port) = target
-            .rsplit_once(':')
-            .ok_or("the CONNECT target has no port; use host:port")?;
-        if host.contains(':') {
-            return Err("an IPv6 literal must be in brackets: [addr]:port".into());
-        }
-        (host, port)
-    };
-    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("port {port:?} is not a number"));
-    }
-    let port = match port.parse::<u16>() {
-        Ok(p) if p > 0 => p,
-        _ => return Err(format!("port {port} is out of range 1-65535")),
-    };
-    let host = Host::parse(host).map_err(|e| e.to_string())?;
-    Ok((host, port))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,32 +117,5 @@ mod tests {
         }
         let many = format!("CONNECT a:1 HTTP/1.1\r\n{}\r\n", "X: y\r\n".repeat(101));
         assert!(ok(&many).unwrap_err().contains("more than 100"));
-    }
-
-    #[test]
-    fn connect_targets() {
-        let ok = |s: &str| parse_authority(s).map(|(h, p)| format!("{h} {p}"));
-        assert_eq!(
-            ok("PKGS.Example.Test.:443"),
-            Ok("pkgs.example.test 443".into())
-        );
-        assert_eq!(ok("[::1]:8443"), Ok("[::1] 8443".into()));
-        assert_eq!(ok("127.1:443"), Ok("127.0.0.1 443".into()));
-        for (bad, needle) in [
-            ("pkgs.example.test", "no port"),
-            ("pkgs.example.test:", "not a number"),
-            ("pkgs.example.test:0", "out of range"),
-            ("pkgs.example.test:65536", "out of range"),
-            ("pkgs.example.test:443x", "not a number"),
-            ("user@pkgs.example.test:443", "userinfo"),
-            ("pkgs.example.test\u{0}:443", "'\\0'"),
-            ("pkgs example.test:443", "' '"),
-            ("[::1]", "no port"),
-            ("::1:443", "in brackets"),
-            ("pkgs%2eexample.test:443", "'%'"),
-        ] {
-            let err = ok(bad).unwrap_err();
-            assert!(err.contains(needle), "{bad:?}: {err}");
-        }
     }
 }

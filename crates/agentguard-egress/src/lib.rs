@@ -9,12 +9,16 @@
 #![warn(missing_docs)]
 
 mod blocking;
+mod builder;
+mod connection;
 mod error;
 mod head;
-mod proxy;
 mod response;
+mod server;
 mod tunnel;
 
 pub use blocking::BlockingEgressProxy;
+pub use builder::EgressProxyBuilder;
 pub use error::{Error, Result};
-pub use proxy::{EgressProxy, EgressProxyBuilder, Shutdown};
+pub use response::RefusalKind;
+pub use server::{EgressProxy, Shutdown};

@@ -1,41 +1,122 @@
-//! The answers the proxy gives: one status per kind of refusal, with a stable reason code.
+//! The answers the proxy gives: one typed table of refusals, each with its status and stable
+//! reason code.
 //!
 //! Every refusal carries the reason code in the `X-AgentGuard-Reason` header and in a short
 //! body that says whether it was a policy decision (so an agent does not retry around it) or
-//! an upstream failure, and then the connection is closed.
+//! an upstream failure, and then the connection is closed. Codes that the policy or netpin
+//! define are taken from them, never retyped here, so one condition has one code everywhere.
 
 use std::time::Duration;
 
+use agentguard_audit::Decision;
+use agentguard_netpin::reason as netpin;
+use agentguard_policy::Reason;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The reply to a successful CONNECT, sent only after the upstream dial succeeded.
 pub(crate) const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection Established\r\n\r\n";
 
-/// A refusal: status, reason code, and the sentence for people.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
-    pub(crate) status: u16,
-    pub(crate) reason: &'static str,
-    pub(crate) message: String,
+/// Every way the proxy refuses a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RefusalKind {
+    /// The request line or a header line is malformed.
+    MalformedRequest,
+    /// The CONNECT target is not a valid `host:port`.
+    MalformedTarget,
+    /// The method is not CONNECT.
+    MethodNotAllowed,
+    /// The head did not arrive within its deadline.
+    HeadTimeout,
+    /// The head is larger than its limit.
+    HeadTooLarge,
+    /// Policy refused the port, the host, or an address (the policy's own reason).
+    Denied(Reason),
+    /// The name resolved to more addresses than are considered.
+    TooManyAnswers,
+    /// The name did not resolve.
+    DnsFailure,
+    /// Every checked address refused the connection.
+    ConnectFailed,
+    /// No checked address answered within the connect timeout.
+    DialTimeout,
+    /// The connection cap is reached.
+    TooManyConnections,
+    /// The decision could not be recorded, so no tunnel is opened.
+    AuditFailed,
 }
 
-impl Refusal {
-    pub(crate) fn new(status: u16, reason: &'static str, message: impl Into<String>) -> Refusal {
-        Refusal {
-            status,
-            reason,
-            message: message.into(),
+impl RefusalKind {
+    /// Every kind, with each policy reason the proxy can report: the table docs/egress.md
+    /// documents (tidy checks the two agree).
+    pub const ALL: &[RefusalKind] = &[
+        RefusalKind::MalformedRequest,
+        RefusalKind::MalformedTarget,
+        RefusalKind::Denied(Reason::PortNotAllowed),
+        RefusalKind::Denied(Reason::DomainNotAllowed),
+        RefusalKind::Denied(Reason::IpLiteralNotAllowed),
+        RefusalKind::Denied(Reason::NonPublicAddress),
+        RefusalKind::Denied(Reason::NoAddresses),
+        RefusalKind::TooManyAnswers,
+        RefusalKind::MethodNotAllowed,
+        RefusalKind::HeadTimeout,
+        RefusalKind::HeadTooLarge,
+        RefusalKind::DnsFailure,
+        RefusalKind::ConnectFailed,
+        RefusalKind::TooManyConnections,
+        RefusalKind::AuditFailed,
+        RefusalKind::DialTimeout,
+    ];
+
+    /// The HTTP status.
+    pub const fn status(self) -> u16 {
+        match self {
+            RefusalKind::MalformedRequest | RefusalKind::MalformedTarget => 400,
+            RefusalKind::Denied(_) | RefusalKind::TooManyAnswers => 403,
+            RefusalKind::MethodNotAllowed => 405,
+            RefusalKind::HeadTimeout => 408,
+            RefusalKind::HeadTooLarge => 431,
+            RefusalKind::DnsFailure | RefusalKind::ConnectFailed => 502,
+            RefusalKind::TooManyConnections | RefusalKind::AuditFailed => 503,
+            RefusalKind::DialTimeout => 504,
         }
     }
 
-    /// True for refusals made by policy or limits (4xx), false for upstream failures (5xx).
-    pub(crate) fn is_policy(&self) -> bool {
-        self.status < 500
+    /// The stable reason code.
+    pub const fn code(self) -> &'static str {
+        match self {
+            RefusalKind::MalformedRequest => "malformed_request",
+            RefusalKind::MalformedTarget => "malformed_target",
+            RefusalKind::MethodNotAllowed => "method_not_allowed",
+            RefusalKind::HeadTimeout => "head_timeout",
+            RefusalKind::HeadTooLarge => "head_too_large",
+            RefusalKind::Denied(reason) => reason.code(),
+            RefusalKind::TooManyAnswers => netpin::TOO_MANY_ANSWERS,
+            RefusalKind::DnsFailure => netpin::DNS_FAILURE,
+            RefusalKind::ConnectFailed => netpin::CONNECT_FAILED,
+            RefusalKind::DialTimeout => netpin::DIAL_TIMEOUT,
+            RefusalKind::TooManyConnections => "too_many_connections",
+            RefusalKind::AuditFailed => "audit_failed",
+        }
     }
 
-    fn status_text(&self) -> &'static str {
-        match self.status {
+    /// True for refusals made by policy or limits (4xx), false for failures (5xx).
+    pub const fn is_policy(self) -> bool {
+        self.status() < 500
+    }
+
+    /// The audit decision: `deny` for 4xx and for the connection cap, `error` otherwise.
+    pub const fn decision(self) -> Decision {
+        if self.is_policy() || matches!(self, RefusalKind::TooManyConnections) {
+            Decision::Deny
+        } else {
+            Decision::Error
+        }
+    }
+
+    const fn status_text(self) -> &'static str {
+        match self.status() {
             400 => "Bad Request",
             403 => "Forbidden",
             405 => "Method Not Allowed",
@@ -43,35 +124,55 @@ impl Refusal {
             431 => "Request Header Fields Too Large",
             502 => "Bad Gateway",
             503 => "Service Unavailable",
-            504 => "Gateway Timeout",
-            _ => "Error",
+            _ => "Gateway Timeout",
+        }
+    }
+}
+
+/// A refusal: its kind, and the sentence for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub(crate) kind: RefusalKind,
+    pub(crate) message: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(kind: RefusalKind, message: impl Into<String>) -> Refusal {
+        Refusal {
+            kind,
+            message: message.into(),
         }
     }
 
     /// The full HTTP response.
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
-        let kind = if self.is_policy() {
+        let kind = self.kind;
+        let what = if kind.is_policy() {
             "This is a policy decision of the agentguard egress proxy; retrying or rephrasing the request will not change it."
         } else {
             "The agentguard egress proxy could not reach the upstream; this is not a policy decision."
         };
         let body = format!(
-            "{} {}: {}\n{kind}\n",
-            self.status,
-            self.reason,
+            "{} {}: {}\n{what}\n",
+            kind.status(),
+            kind.code(),
             self.message.replace(['\r', '\n'], " ")
         );
-        let allow = if self.status == 405 {
+        let allow = if kind == RefusalKind::MethodNotAllowed {
             "Allow: CONNECT\r\n"
         } else {
             ""
         };
         format!(
             "HTTP/1.1 {} {}\r\n{allow}X-AgentGuard-Reason: {}\r\nX-AgentGuard-Decision: {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.status,
-            self.status_text(),
-            self.reason,
-            if self.is_policy() { "policy" } else { "upstream-error" },
+            kind.status(),
+            kind.status_text(),
+            kind.code(),
+            if kind.is_policy() {
+                "policy"
+            } else {
+                "upstream-error"
+            },
             body.len(),
         )
         .into_bytes()

@@ -11,8 +11,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentguard_audit::{AuditSink, Decision, Event};
-use agentguard_policy::{IpNet, TargetPolicy};
+use agentguard_audit::{AuditSink, Decision, Event, error_chain};
+use agentguard_policy::TargetPolicy;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
@@ -24,7 +24,7 @@ use tokio_rustls::TlsConnector;
 use crate::error::{Error, FetchError, Result};
 use crate::pin::{DEFAULT_MAX_ANSWERS, dial, pin};
 use crate::resolve::{DnsResolver, Resolve};
-use crate::url::HttpsUrl;
+use crate::url::{HttpsUrl, UrlError};
 
 /// The default body limit: 64 KiB.
 pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024;
@@ -42,14 +42,13 @@ pub struct Response {
     pub dialed: SocketAddr,
     /// The canonical URL that was checked and requested.
     pub url: String,
+    /// The allowlist pattern that permitted the host.
+    pub rule: String,
 }
 
 /// Builder for [`Fetcher`].
 pub struct FetcherBuilder {
-    hosts: Vec<String>,
-    ports: Vec<u16>,
-    allow_cidrs: Vec<IpNet>,
-    deny_cidrs: Vec<IpNet>,
+    policy: Option<TargetPolicy>,
     resolver: Option<Arc<dyn Resolve>>,
     extra_roots_pem: Option<Vec<u8>>,
     bundled_roots: bool,
@@ -62,27 +61,10 @@ pub struct FetcherBuilder {
 }
 
 impl FetcherBuilder {
-    /// Allows a host pattern (`pkgs.example.com`, `*.example.com`, `*`).
-    pub fn allow(mut self, pattern: impl Into<String>) -> Self {
-        self.hosts.push(pattern.into());
-        self
-    }
-
-    /// Allows a port (default: 443 only).
-    pub fn allow_port(mut self, port: u16) -> Self {
-        self.ports.push(port);
-        self
-    }
-
-    /// Marks a non-public range reachable (an internal mirror).
-    pub fn allow_cidr(mut self, net: IpNet) -> Self {
-        self.allow_cidrs.push(net);
-        self
-    }
-
-    /// Refuses a range even if public.
-    pub fn deny_cidr(mut self, net: IpNet) -> Self {
-        self.deny_cidrs.push(net);
+    /// The hosts, ports and address rule to enforce (required: there is no default
+    /// allowlist, and an empty one never means "allow everything").
+    pub fn policy(mut self, policy: TargetPolicy) -> Self {
+        self.policy = Some(policy);
         self
     }
 
@@ -142,39 +124,10 @@ impl FetcherBuilder {
 
     /// Validates everything and builds the fetcher.
     pub fn build(self) -> Result<Fetcher> {
-        let policy = TargetPolicy::from_parts(
-            &self.hosts,
-            &self.ports,
-            &self.allow_cidrs,
-            &self.deny_cidrs,
-        )?;
-        let mut roots = RootCertStore::empty();
-        if self.bundled_roots {
-            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        }
-        if let Some(pem) = &self.extra_roots_pem {
-            let mut count = 0;
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| Error::Roots(e.to_string()))?;
-                roots.add(cert).map_err(|e| Error::Roots(e.to_string()))?;
-                count += 1;
-            }
-            if count == 0 {
-                return Err(Error::Roots("no CERTIFICATE block found".into()));
-            }
-        }
-        if roots.is_empty() {
-            return Err(Error::Roots(
-                "no trust roots at all: keep the bundled roots or add a CA".into(),
-            ));
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut tls = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| Error::Roots(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let policy = self
+            .policy
+            .ok_or(agentguard_policy::Error::EmptyHostAllowlist)?;
+        let tls = client_config(self.bundled_roots, self.extra_roots_pem.as_deref())?;
         let resolver = match self.resolver {
             Some(r) => r,
             None => Arc::new(DnsResolver::system()?),
@@ -193,6 +146,36 @@ impl FetcherBuilder {
     }
 }
 
+/// The TLS client configuration: bundled and extra roots, safe defaults, HTTP/1.1 by ALPN.
+fn client_config(bundled: bool, extra_pem: Option<&[u8]>) -> Result<ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    if bundled {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
+    if let Some(pem) = extra_pem {
+        let mut count = 0;
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            let cert = cert.map_err(|e| Error::Roots(Box::new(e)))?;
+            roots.add(cert).map_err(|e| Error::Roots(Box::new(e)))?;
+            count += 1;
+        }
+        if count == 0 {
+            return Err(Error::Roots("no CERTIFICATE block found".into()));
+        }
+    }
+    if roots.is_empty() {
+        return Err(Error::NoRoots);
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Roots(Box::new(e)))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tls)
+}
+
 /// Fetches https URLs with DNS pinning.
 pub struct Fetcher {
     policy: TargetPolicy,
@@ -207,14 +190,11 @@ pub struct Fetcher {
 }
 
 impl Fetcher {
-    /// A builder with the defaults: port 443, the registry address rule, the system resolver,
-    /// the bundled roots, 64 KiB bodies, 10 s connect and TLS timeouts, 30 s in total.
+    /// A builder with the defaults: the system resolver, the bundled roots, 64 KiB bodies,
+    /// 10 s connect and TLS timeouts, 30 s in total. The policy must be given.
     pub fn builder() -> FetcherBuilder {
         FetcherBuilder {
-            hosts: Vec::new(),
-            ports: Vec::new(),
-            allow_cidrs: Vec::new(),
-            deny_cidrs: Vec::new(),
+            policy: None,
             resolver: None,
             extra_roots_pem: None,
             bundled_roots: true,
@@ -249,6 +229,7 @@ impl Fetcher {
             let event = match &outcome {
                 Ok(r) => Event::fetch(Decision::Allow, "ok", &subject)
                     .data("status", r.status)
+                    .data("rule", r.rule.as_str())
                     .data("dialed", r.dialed.to_string())
                     .data("bytes", r.body.len() as u64),
                 Err(e) => {
@@ -257,7 +238,7 @@ impl Fetcher {
                     } else {
                         Decision::Error
                     };
-                    Event::fetch(decision, e.reason(), &subject).data("message", e.to_string())
+                    Event::fetch(decision, e.reason(), &subject).data("message", error_chain(e))
                 }
             };
             sink.record(event)?;
@@ -280,17 +261,21 @@ impl Fetcher {
         let (stream, dialed) = dial(&pinned, url.port, self.connect_timeout).await?;
         tracing::debug!(url = %url, %dialed, "dialed a checked address");
 
-        let server_name = ServerName::try_from(permit.name.as_str().to_owned())
-            .map_err(|e| FetchError::InvalidUrl(e.to_string()))?;
+        let server_name = ServerName::try_from(permit.name.as_str().to_owned()).map_err(|_| {
+            FetchError::InvalidUrl(UrlError::Syntax(format!(
+                "{} is not a name TLS accepts",
+                permit.name
+            )))
+        })?;
         let tls =
             match tokio::time::timeout(self.tls_timeout, self.tls.connect(server_name, stream))
                 .await
             {
                 Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
+                Ok(Err(source)) => {
                     return Err(FetchError::Tls {
                         addr: dialed,
-                        message: e.to_string(),
+                        source,
                     });
                 }
                 Err(_) => {
@@ -303,7 +288,7 @@ impl Fetcher {
 
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
-            .map_err(|e| FetchError::Http(e.to_string()))?;
+            .map_err(|e| FetchError::Http(Box::new(e)))?;
         let driver = tokio::spawn(connection);
         let request = http::Request::builder()
             .method(http::Method::GET)
@@ -316,8 +301,14 @@ impl Fetcher {
             .header(http::header::ACCEPT_ENCODING, "identity")
             .header(http::header::CONNECTION, "close")
             .body(Empty::<Bytes>::new())
-            .map_err(|e| FetchError::Http(e.to_string()))?;
-        let result = self.exchange(&mut sender, request, url, dialed).await;
+            .map_err(|e| FetchError::Http(Box::new(e)))?;
+        let result = self
+            .exchange(&mut sender, request, url, dialed)
+            .await
+            .map(|response| Response {
+                rule: permit.rule,
+                ..response
+            });
         driver.abort();
         result
     }
@@ -332,7 +323,7 @@ impl Fetcher {
         let response = sender
             .send_request(request)
             .await
-            .map_err(|e| FetchError::Http(e.to_string()))?;
+            .map_err(|e| FetchError::Http(Box::new(e)))?;
         let status = response.status().as_u16();
         if response.status().is_redirection() {
             let location = response
@@ -372,7 +363,7 @@ impl Fetcher {
                         limit: self.max_bytes,
                     }
                 } else {
-                    FetchError::Http(e.to_string())
+                    FetchError::Http(e)
                 }
             })?
             .to_bytes();
@@ -382,6 +373,7 @@ impl Fetcher {
             body,
             dialed,
             url: url.to_string(),
+            rule: String::new(),
         })
     }
 }

@@ -15,11 +15,11 @@ mod pin;
 mod resolve;
 mod url;
 
-pub use error::{Error, FetchError, Result};
+pub use error::{DialError, Error, FetchError, LookupError, PinError, Result, reason};
 pub use fetch::{DEFAULT_MAX_BYTES, Fetcher, FetcherBuilder, Response};
 pub use pin::{DEFAULT_MAX_ANSWERS, PinnedHost, dial, pin};
 pub use resolve::{BoxFuture, DnsResolver, Resolve};
-pub use url::HttpsUrl;
+pub use url::{HttpsUrl, UrlError};
 
 #[cfg(test)]
 mod tests;

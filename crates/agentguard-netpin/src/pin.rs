@@ -10,7 +10,7 @@ use std::time::Duration;
 use agentguard_policy::{AddressPolicy, DomainName};
 use tokio::net::TcpStream;
 
-use crate::error::FetchError;
+use crate::error::{DialError, PinError};
 use crate::resolve::Resolve;
 
 /// The default bound on the number of answers considered for one name.
@@ -31,13 +31,13 @@ pub async fn pin(
     policy: &AddressPolicy,
     name: &DomainName,
     max_answers: usize,
-) -> Result<PinnedHost, FetchError> {
+) -> Result<PinnedHost, PinError> {
     let answers = resolver
         .lookup(name)
         .await
-        .map_err(|message| FetchError::Dns {
+        .map_err(|source| PinError::Dns {
             name: name.to_string(),
-            message,
+            source,
         })?;
     let mut addrs: Vec<IpAddr> = Vec::with_capacity(answers.len());
     for ip in answers {
@@ -46,14 +46,14 @@ pub async fn pin(
         }
     }
     if addrs.len() > max_answers {
-        return Err(FetchError::TooManyAnswers {
+        return Err(PinError::TooManyAnswers {
             name: name.to_string(),
             count: addrs.len(),
             limit: max_answers,
         });
     }
     policy.check_all(&addrs).map_err(|denial| {
-        FetchError::Denied(agentguard_policy::Denial {
+        PinError::Denied(agentguard_policy::Denial {
             message: format!("{} resolved to {addrs:?}: {}", name, denial.message),
             ..denial
         })
@@ -70,7 +70,7 @@ pub async fn dial(
     pinned: &PinnedHost,
     port: u16,
     timeout: Duration,
-) -> Result<(TcpStream, SocketAddr), FetchError> {
+) -> Result<(TcpStream, SocketAddr), DialError> {
     let mut failures = Vec::new();
     let mut timed_out = 0;
     for ip in &pinned.addrs {
@@ -88,13 +88,10 @@ pub async fn dial(
         }
     }
     if timed_out > 0 && timed_out == pinned.addrs.len() {
-        return Err(FetchError::Timeout {
-            stage: "connect",
-            limit: timeout,
-        });
+        return Err(DialError::Timeout { limit: timeout });
     }
-    Err(FetchError::Connect {
+    Err(DialError::Connect {
         name: pinned.name.to_string(),
-        message: failures.join("; "),
+        attempts: failures.join("; "),
     })
 }

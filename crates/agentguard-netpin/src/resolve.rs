@@ -16,7 +16,7 @@ use hickory_resolver::config::{
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::{Resolver, TokioResolver};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, LookupError, Result};
 
 /// A boxed future, so the trait stays object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -27,7 +27,7 @@ pub trait Resolve: Send + Sync + 'static {
     fn lookup<'a>(
         &'a self,
         name: &'a DomainName,
-    ) -> BoxFuture<'a, std::result::Result<Vec<IpAddr>, String>>;
+    ) -> BoxFuture<'a, std::result::Result<Vec<IpAddr>, LookupError>>;
 }
 
 /// The real resolver (hickory), over UDP and TCP.
@@ -54,18 +54,16 @@ fn options(explicit: bool) -> ResolverOpts {
 impl DnsResolver {
     /// The system's resolver configuration (`/etc/resolv.conf`).
     pub fn system() -> Result<DnsResolver> {
-        let mut builder = Resolver::builder_tokio().map_err(|e| Error::Resolver(e.to_string()))?;
+        let mut builder = Resolver::builder_tokio().map_err(|e| Error::Resolver(Box::new(e)))?;
         *builder.options_mut() = options(false);
-        let inner = builder
-            .build()
-            .map_err(|e| Error::Resolver(e.to_string()))?;
+        let inner = builder.build().map_err(|e| Error::Resolver(Box::new(e)))?;
         Ok(DnsResolver { inner })
     }
 
     /// Only these name servers: no hosts file, no search domains.
     pub fn with_nameservers(servers: &[SocketAddr]) -> Result<DnsResolver> {
         if servers.is_empty() {
-            return Err(Error::Resolver("no name servers given".into()));
+            return Err(Error::NoNameServers);
         }
         let configs = servers
             .iter()
@@ -81,7 +79,7 @@ impl DnsResolver {
         let inner = Resolver::builder_with_config(config, TokioRuntimeProvider::default())
             .with_options(options(true))
             .build()
-            .map_err(|e| Error::Resolver(e.to_string()))?;
+            .map_err(|e| Error::Resolver(Box::new(e)))?;
         Ok(DnsResolver { inner })
     }
 
@@ -97,13 +95,13 @@ impl Resolve for DnsResolver {
     fn lookup<'a>(
         &'a self,
         name: &'a DomainName,
-    ) -> BoxFuture<'a, std::result::Result<Vec<IpAddr>, String>> {
+    ) -> BoxFuture<'a, std::result::Result<Vec<IpAddr>, LookupError>> {
         Box::pin(async move {
             // Fully qualified, so no search domain is ever appended.
             let fqdn = format!("{}.", name.as_str());
             match self.inner.lookup_ip(fqdn.as_str()).await {
                 Ok(lookup) => Ok(lookup.iter().collect()),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(Box::new(e) as LookupError),
             }
         })
     }

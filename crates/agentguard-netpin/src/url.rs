@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use agentguard_policy::Host;
+use agentguard_policy::{Authority, DEFAULT_PORT, Host};
 
 /// A parsed https URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,64 +21,55 @@ pub struct HttpsUrl {
     pub path_and_query: String,
 }
 
+/// Why a URL was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UrlError {
+    /// The URL breaks a rule of this parser (scheme, userinfo, characters, ...).
+    #[error("{0}")]
+    Syntax(String),
+    /// The host or port is not valid.
+    #[error(transparent)]
+    Authority(#[from] agentguard_policy::Error),
+}
+
 impl HttpsUrl {
     /// Parses `input`, or says what is wrong with it.
-    pub fn parse(input: &str) -> Result<HttpsUrl, String> {
+    pub fn parse(input: &str) -> Result<HttpsUrl, UrlError> {
+        let syntax = |m: String| Err(UrlError::Syntax(m));
         if let Some(c) = input.chars().find(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!(
+            return syntax(format!(
                 "character {c:?} is not allowed in a URL; percent-encode it"
             ));
         }
         if input.contains('\\') {
-            return Err("a backslash is not allowed in a URL (parsers disagree on it)".into());
+            return syntax("a backslash is not allowed in a URL (parsers disagree on it)".into());
         }
-        let (scheme, rest) = input.split_once("://").ok_or_else(|| {
-            format!("{input:?} is not an absolute URL; expected https://HOST/PATH")
-        })?;
+        let Some((scheme, rest)) = input.split_once("://") else {
+            return syntax(format!(
+                "{:?} is not an absolute URL; expected https://HOST/PATH",
+                input.chars().take(256).collect::<String>()
+            ));
+        };
         if !scheme.eq_ignore_ascii_case("https") {
-            return Err(format!(
+            return syntax(format!(
                 "scheme {scheme:?} is not allowed; only https is fetched"
             ));
         }
         let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         let (authority, tail) = rest.split_at(end);
         if authority.contains('@') {
-            return Err("userinfo (`user@` or `user:password@`) is not allowed in the URL".into());
+            return syntax(
+                "userinfo (`user@` or `user:password@`) is not allowed in the URL".into(),
+            );
         }
         if authority.is_empty() {
-            return Err("the URL has no host".into());
+            return syntax("the URL has no host".into());
         }
-        let (host_text, port_text) = if let Some(after) = authority.strip_prefix('[') {
-            let close = after
-                .find(']')
-                .ok_or("an IPv6 literal is missing its `]`")?;
-            let port = &after[close + 1..];
-            let port = match port.strip_prefix(':') {
-                Some(p) => Some(p),
-                None if port.is_empty() => None,
-                None => return Err(format!("unexpected {port:?} after the IPv6 literal")),
-            };
-            (&authority[..close + 2], port)
-        } else {
-            match authority.split_once(':') {
-                Some((host, port)) => (host, Some(port)),
-                None => (authority, None),
-            }
-        };
-        let port = match port_text {
-            None => 443,
-            Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
-                match p.parse::<u16>() {
-                    Ok(port) if port > 0 => port,
-                    _ => return Err(format!("port {p:?} is out of range 1-65535")),
-                }
-            }
-            Some(p) => return Err(format!("port {p:?} is not a number")),
-        };
-        let host = Host::parse(host_text).map_err(|e| e.to_string())?;
+        let Authority { host, port } = Authority::parse(authority, Some(DEFAULT_PORT))?;
         let without_fragment = tail.split('#').next().unwrap_or_default();
         if let Some(c) = without_fragment.chars().find(|c| !c.is_ascii_graphic()) {
-            return Err(format!(
+            return syntax(format!(
                 "character {c:?} in the path must be percent-encoded"
             ));
         }
@@ -96,7 +87,7 @@ impl HttpsUrl {
 
     /// The `Host` header value: the canonical host, with the port when it is not 443.
     pub fn authority(&self) -> String {
-        if self.port == 443 {
+        if self.port == DEFAULT_PORT {
             self.host.to_string()
         } else {
             format!("{}:{}", self.host, self.port)

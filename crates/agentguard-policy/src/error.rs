@@ -40,6 +40,14 @@ pub enum Error {
         /// Why it was refused.
         reason: String,
     },
+    /// A `host:port` could not be parsed.
+    #[error("invalid host:port {input:?}: {reason}")]
+    Authority {
+        /// The text as given (at most 256 characters of it).
+        input: String,
+        /// Why it was refused.
+        reason: String,
+    },
     /// A CIDR (for allow/deny overrides) could not be parsed.
     #[error("invalid CIDR {value:?}: {reason}")]
     Cidr {

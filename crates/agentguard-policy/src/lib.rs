@@ -11,21 +11,24 @@
 #![warn(missing_docs)]
 
 mod addr;
+mod authority;
 mod command;
 mod decision;
 mod error;
 mod host;
 mod port;
+mod registry;
 mod target;
 
 pub use addr::{AddrPermit, AddressPolicy, Class, Embedding, SpecialRange, classify, parse_cidr};
+pub use authority::{Authority, parse_port};
 pub use command::{CommandAllowlist, MAX_COMMAND_NAME_LEN};
 pub use decision::{Denial, Reason};
 pub use error::{Error, HostErrorKind, Result};
 pub use host::{DomainName, Host, HostAllowlist, HostPattern};
 pub use ipnet::IpNet;
 pub use port::{DEFAULT_PORT, PortSet};
-pub use target::{TargetPermit, TargetPolicy};
+pub use target::{TargetPermit, TargetPolicy, TargetPolicyBuilder};
 
 #[cfg(test)]
 mod tests;

@@ -41,17 +41,6 @@ impl PortSet {
         Ok(PortSet(set))
     }
 
-    /// Parses one port as written by a person (`8443`).
-    pub fn parse_port(value: &str) -> Result<u16> {
-        match value.parse::<u16>() {
-            Ok(0) | Err(_) => Err(Error::Port {
-                value: value.to_owned(),
-                reason: "expected a number from 1 to 65535".into(),
-            }),
-            Ok(port) => Ok(port),
-        }
-    }
-
     /// True when the port is in the set.
     pub fn contains(&self, port: u16) -> bool {
         self.0.contains(&port)

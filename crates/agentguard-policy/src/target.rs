@@ -4,8 +4,6 @@
 //! the order lives here once: the port first, then the host pattern (a denied name costs zero
 //! DNS queries), and only after resolution, every answer through the [`AddressPolicy`].
 
-use std::net::IpAddr;
-
 use crate::addr::AddressPolicy;
 use crate::decision::{Denial, Reason};
 use crate::error::Result;
@@ -29,45 +27,15 @@ pub struct TargetPolicy {
 pub struct TargetPermit {
     /// The canonical name to resolve.
     pub name: DomainName,
-    /// The port to dial.
-    pub port: u16,
     /// The allowlist pattern that matched, as written canonically.
     pub rule: String,
 }
 
 impl TargetPolicy {
-    /// A policy with the default port set and the registry address rule.
-    pub fn new(hosts: HostAllowlist) -> TargetPolicy {
-        TargetPolicy {
-            hosts,
-            ports: PortSet::default(),
-            addresses: AddressPolicy::new(),
-        }
-    }
-
-    /// Builds a policy from the values an operator writes: host patterns (at least one), ports
-    /// (empty means the default `{443}`), and allow/deny CIDR overrides.
-    pub fn from_parts<S: AsRef<str>>(
-        hosts: &[S],
-        ports: &[u16],
-        allow: &[IpNet],
-        deny: &[IpNet],
-    ) -> Result<TargetPolicy> {
-        let hosts = HostAllowlist::new(hosts)?;
-        let ports = if ports.is_empty() {
-            PortSet::default()
-        } else {
-            PortSet::new(ports.iter().copied())?
-        };
-        let addresses = allow
-            .iter()
-            .fold(AddressPolicy::new(), |p, net| p.allow_cidr(*net));
-        let addresses = deny.iter().fold(addresses, |p, net| p.deny_cidr(*net));
-        Ok(TargetPolicy {
-            hosts,
-            ports,
-            addresses,
-        })
+    /// A builder: host patterns (at least one), ports (none means the default `{443}`), and
+    /// allow/deny CIDR overrides of the address rule.
+    pub fn builder() -> TargetPolicyBuilder {
+        TargetPolicyBuilder::default()
     }
 
     /// Decides a target before any DNS query: port, then host.
@@ -94,15 +62,67 @@ impl TargetPolicy {
                 let rule = self.hosts.check(host)?;
                 Ok(TargetPermit {
                     name: name.clone(),
-                    port,
                     rule: rule.to_string(),
                 })
             }
         }
     }
+}
 
-    /// Decides the resolved addresses of a permitted name: all must pass.
-    pub fn check_addresses(&self, ips: &[IpAddr]) -> Result<(), Denial> {
-        self.addresses.check_all(ips)
+/// Builder for [`TargetPolicy`]: the values an operator writes, validated by `build`.
+#[derive(Debug, Clone, Default)]
+pub struct TargetPolicyBuilder {
+    hosts: Vec<String>,
+    ports: Vec<u16>,
+    allow: Vec<IpNet>,
+    deny: Vec<IpNet>,
+}
+
+impl TargetPolicyBuilder {
+    /// Allows a host pattern (`pkgs.example.com`, `*.example.com`, `*`). At least one is needed.
+    pub fn allow(mut self, pattern: impl Into<String>) -> Self {
+        self.hosts.push(pattern.into());
+        self
+    }
+
+    /// Allows a destination port (default: 443 only).
+    pub fn allow_port(mut self, port: u16) -> Self {
+        self.ports.push(port);
+        self
+    }
+
+    /// Marks a non-public range reachable (an internal mirror).
+    pub fn allow_cidr(mut self, net: IpNet) -> Self {
+        self.allow.push(net);
+        self
+    }
+
+    /// Refuses a range even if public.
+    pub fn deny_cidr(mut self, net: IpNet) -> Self {
+        self.deny.push(net);
+        self
+    }
+
+    /// Validates every pattern and port; an empty host list is refused.
+    pub fn build(self) -> Result<TargetPolicy> {
+        let hosts = HostAllowlist::new(&self.hosts)?;
+        let ports = if self.ports.is_empty() {
+            PortSet::default()
+        } else {
+            PortSet::new(self.ports)?
+        };
+        let addresses = self
+            .allow
+            .into_iter()
+            .fold(AddressPolicy::new(), AddressPolicy::allow_cidr);
+        let addresses = self
+            .deny
+            .into_iter()
+            .fold(addresses, AddressPolicy::deny_cidr);
+        Ok(TargetPolicy {
+            hosts,
+            ports,
+            addresses,
+        })
     }
 }

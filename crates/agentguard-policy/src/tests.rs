@@ -570,7 +570,11 @@ fn allowlist_decisions() {
 
 #[test]
 fn target_policy_checks_port_then_host_then_addresses() {
-    let mut policy = TargetPolicy::new(HostAllowlist::new(["pkgs.example.com", "*"]).unwrap());
+    let mut policy = TargetPolicy::builder()
+        .allow("pkgs.example.com")
+        .allow("*")
+        .build()
+        .unwrap();
     let decide = |p: &TargetPolicy, host: &str, port: u16| {
         p.check_target(&Host::parse(host).unwrap(), port)
             .map(|permit| (permit.name.to_string(), permit.rule))
@@ -628,9 +632,9 @@ fn port_sets() {
     );
     assert!(PortSet::new([0, 443]).is_err());
     assert!(PortSet::new([]).is_err());
-    assert_eq!(PortSet::parse_port("8443"), Ok(8443));
+    assert_eq!(parse_port("8443"), Ok(8443));
     for bad in ["0", "65536", "-1", "443 ", "", "0x1bb"] {
-        assert!(PortSet::parse_port(bad).is_err(), "{bad:?}");
+        assert!(parse_port(bad).is_err(), "{bad:?}");
     }
 }
 
@@ -725,4 +729,46 @@ fn reason_codes_are_stable() {
             "no_addresses"
         ]
     );
+}
+
+#[test]
+fn authorities_are_parsed_once_for_every_layer() {
+    let ok = |s: &str, default: Option<u16>| {
+        Authority::parse(s, default).map(|a| format!("{} {}", a.host, a.port))
+    };
+    assert_eq!(
+        ok("PKGS.Example.Test.:443", None),
+        Ok("pkgs.example.test 443".into())
+    );
+    assert_eq!(ok("[::1]:8443", None), Ok("[::1] 8443".into()));
+    assert_eq!(ok("127.1:443", None), Ok("127.0.0.1 443".into()));
+    assert_eq!(
+        ok("pkgs.example.test", Some(443)),
+        Ok("pkgs.example.test 443".into())
+    );
+    assert_eq!(ok("[::1]", Some(443)), Ok("[::1] 443".into()));
+    assert_eq!(
+        Authority::parse("[::1]:8443", None).unwrap().to_string(),
+        "[::1]:8443"
+    );
+    for (bad, default, needle) in [
+        ("pkgs.example.test", None, "no port"),
+        ("pkgs.example.test:", None, "not a number"),
+        ("pkgs.example.test:", Some(443), "not a number"),
+        ("pkgs.example.test:0", None, "out of range"),
+        ("pkgs.example.test:65536", None, "out of range"),
+        ("pkgs.example.test:443x", None, "not a number"),
+        ("user@pkgs.example.test:443", None, "userinfo"),
+        ("pkgs.example.test\u{0}:443", None, "'\\0'"),
+        ("pkgs example.test:443", None, "' '"),
+        ("[::1]", None, "no port"),
+        ("[::1", Some(443), "missing its `]`"),
+        ("[::1]x", Some(443), "unexpected"),
+        ("::1:443", None, "in brackets"),
+        ("pkgs%2eexample.test:443", None, "'%'"),
+        ("", Some(443), "no host"),
+    ] {
+        let err = ok(bad, default).unwrap_err().to_string();
+        assert!(err.contains(needle), "{bad:?}: {err}");
+    }
 }

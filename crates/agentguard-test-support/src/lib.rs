@@ -1,5 +1,6 @@
 //! Real servers for network tests, all on loopback: a DNS server speaking the DNS protocol
-//! over UDP, a TLS upstream with a test CA, and a listener that records who connected.
+//! over UDP, a TLS upstream with a test CA, and a listener that records who connected; and a
+//! fake container engine CLI for the tests around an engine.
 //!
 //! It exists so that the netpin and egress tests meet real protocol peers instead of mocks,
 //! while obeying the network rule: everything binds to 127.0.0.0/8 and nothing here ever
@@ -9,10 +10,12 @@
 
 mod dns;
 mod echo;
+mod engine;
 mod listener;
 mod tls;
 
 pub use dns::FakeDns;
 pub use echo::EchoServer;
+pub use engine::FakeEngine;
 pub use listener::RecordingListener;
 pub use tls::{Seen, TestCa, TlsUpstream};

@@ -38,8 +38,10 @@ async fn setup() -> Setup {
     let ca = TestCa::new("egress client test CA");
     let upstream = TlsUpstream::start(GOOD, 0, ca.server_config(&["pkgs.example.test"])).await;
     let proxy = env
-        .proxy(&["pkgs.example.test"])
-        .allow_port(upstream.addr().port())
+        .proxy_for(
+            env.policy(&["pkgs.example.test"])
+                .allow_port(upstream.addr().port()),
+        )
         .start()
         .await
         .unwrap();

@@ -279,8 +279,7 @@ async fn a_large_download_arrives_complete_before_the_fin() {
         }
     });
     let proxy = env
-        .proxy(&["pkgs.example.test"])
-        .allow_port(port)
+        .proxy_for(env.policy(&["pkgs.example.test"]).allow_port(port))
         .start()
         .await
         .unwrap();

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use agentguard_audit::MemorySink;
 use agentguard_egress::{EgressProxy, EgressProxyBuilder};
 use agentguard_netpin::DnsResolver;
-use agentguard_policy::parse_cidr;
+use agentguard_policy::{TargetPolicy, TargetPolicyBuilder, parse_cidr};
 use agentguard_test_support::{EchoServer, FakeDns};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -51,20 +51,34 @@ impl Env {
         self.good.addr().port()
     }
 
+    /// The policy of the tests: `hosts` on the echo port, and 127.0.0.2/32 reachable.
+    pub(crate) fn policy(&self, hosts: &[&str]) -> TargetPolicyBuilder {
+        hosts.iter().fold(
+            TargetPolicy::builder()
+                .allow_port(self.port())
+                .allow_cidr(parse_cidr("127.0.0.2/32").unwrap()),
+            |policy, host| policy.allow(*host),
+        )
+    }
+
     /// A proxy on 127.0.0.1:0 allowing `hosts` on the echo port, 127.0.0.2/32, the fake DNS.
     pub(crate) fn proxy(&self, hosts: &[&str]) -> EgressProxyBuilder {
-        let mut builder = EgressProxy::builder()
+        self.proxy_for(self.policy(hosts))
+    }
+
+    /// A proxy on 127.0.0.1:0 enforcing `policy` (none when it does not build, so that
+    /// `start` refuses), resolving through the fake DNS.
+    pub(crate) fn proxy_for(&self, policy: TargetPolicyBuilder) -> EgressProxyBuilder {
+        let builder = EgressProxy::builder()
             .bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
-            .allow_port(self.port())
-            .allow_cidr(parse_cidr("127.0.0.2/32").unwrap())
             .resolver(Arc::new(
                 DnsResolver::with_nameservers(&[self.dns.addr()]).unwrap(),
             ))
             .audit(self.audit.clone());
-        for host in hosts {
-            builder = builder.allow(*host);
+        match policy.build() {
+            Ok(policy) => builder.policy(policy),
+            Err(_) => builder,
         }
-        builder
     }
 }
 

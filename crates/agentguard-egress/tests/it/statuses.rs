@@ -313,8 +313,7 @@ async fn a_refused_dial_is_502() {
         .unwrap()
         .port();
     let proxy = env
-        .proxy(&["pkgs.example.test"])
-        .allow_port(closed)
+        .proxy_for(env.policy(&["pkgs.example.test"]).allow_port(closed))
         .start()
         .await
         .unwrap();
@@ -351,8 +350,7 @@ async fn a_dial_timeout_is_504() {
         }
     }
     let proxy = env
-        .proxy(&["pkgs.example.test"])
-        .allow_port(port)
+        .proxy_for(env.policy(&["pkgs.example.test"]).allow_port(port))
         .connect_timeout(std::time::Duration::from_millis(300))
         .start()
         .await
@@ -380,9 +378,11 @@ async fn the_proxy_never_tunnels_to_itself() {
         .unwrap();
     env.dns.answer("self.example.test", &[own.ip()]);
     let proxy = env
-        .proxy(&["self.example.test"])
-        .allow_cidr(agentguard_policy::parse_cidr("127.0.0.0/8").unwrap())
-        .allow_port(own.port())
+        .proxy_for(
+            env.policy(&["self.example.test"])
+                .allow_cidr(agentguard_policy::parse_cidr("127.0.0.0/8").unwrap())
+                .allow_port(own.port()),
+        )
         .bind(own)
         .start()
         .await

@@ -4,7 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use agentguard_audit::{Decision, Kind};
-use agentguard_netpin::FetchError;
+use agentguard_netpin::{FetchError, PinError};
 use agentguard_policy::Reason;
 use agentguard_test_support::{RecordingListener, TestCa, TlsUpstream};
 
@@ -206,8 +206,7 @@ async fn a_certificate_for_another_name_is_refused() {
     let other = TlsUpstream::start(GOOD, 0, net.ca.server_config(&["other.example.org"])).await;
     net.dns.answer("pkgs.example.test", &[GOOD]);
     let fetcher = net
-        .fetcher(&["pkgs.example.test"])
-        .allow_port(other.addr().port())
+        .fetcher_with(&["pkgs.example.test"], &[other.addr().port()])
         .build()
         .unwrap();
     let err = fetcher
@@ -219,7 +218,9 @@ async fn a_certificate_for_another_name_is_refused() {
         .unwrap_err();
     assert_eq!(err.reason(), "tls_error", "{err}");
     assert!(
-        err.to_string().to_lowercase().contains("certificate"),
+        agentguard_audit::error_chain(&err)
+            .to_lowercase()
+            .contains("certificate"),
         "{err}"
     );
     assert!(other.seen().is_empty(), "no request was sent");
@@ -232,8 +233,7 @@ async fn an_untrusted_ca_is_refused() {
     let other = TlsUpstream::start(GOOD, 0, stranger.server_config(&["pkgs.example.test"])).await;
     net.dns.answer("pkgs.example.test", &[GOOD]);
     let fetcher = net
-        .fetcher(&["pkgs.example.test"])
-        .allow_port(other.addr().port())
+        .fetcher_with(&["pkgs.example.test"], &[other.addr().port()])
         .build()
         .unwrap();
     let err = fetcher
@@ -268,7 +268,7 @@ async fn loopback_literal_forms_are_refused_without_dialing_even_with_allow_star
     let net = Net::start().await;
     let listener = RecordingListener::start().await;
     let port = listener.addr().port();
-    let fetcher = net.fetcher(&["*"]).allow_port(port).build().unwrap();
+    let fetcher = net.fetcher_with(&["*"], &[port]).build().unwrap();
     for host in [
         "127.0.0.1",
         "2130706433",
@@ -313,11 +313,11 @@ async fn too_many_answers_refuse_the_name() {
     assert!(
         matches!(
             err,
-            FetchError::TooManyAnswers {
+            FetchError::Pin(PinError::TooManyAnswers {
                 count: 40,
                 limit: 32,
                 ..
-            }
+            })
         ),
         "{err:?}"
     );
@@ -376,8 +376,7 @@ async fn a_refused_connection_is_a_connect_error() {
         .unwrap()
         .port();
     let fetcher = net
-        .fetcher(&["pkgs.example.test"])
-        .allow_port(closed)
+        .fetcher_with(&["pkgs.example.test"], &[closed])
         .build()
         .unwrap();
     let err = fetcher
@@ -390,7 +389,14 @@ async fn a_refused_connection_is_a_connect_error() {
 #[tokio::test]
 async fn building_refuses_bad_configuration() {
     let net = Net::start().await;
-    assert!(net.fetcher(&[]).build().is_err(), "an empty allowlist");
+    assert!(
+        agentguard_policy::TargetPolicy::builder().build().is_err(),
+        "an empty allowlist"
+    );
+    assert!(
+        agentguard_netpin::Fetcher::builder().build().is_err(),
+        "no policy at all"
+    );
     assert!(
         net.fetcher(&["*.example.test"])
             .extra_roots_pem("not pem")
@@ -398,7 +404,12 @@ async fn building_refuses_bad_configuration() {
             .is_err()
     );
     let no_roots = agentguard_netpin::Fetcher::builder()
-        .allow("pkgs.example.test")
+        .policy(
+            agentguard_policy::TargetPolicy::builder()
+                .allow("pkgs.example.test")
+                .build()
+                .unwrap(),
+        )
         .bundled_roots(false)
         .resolver(Arc::new(
             agentguard_netpin::DnsResolver::with_nameservers(&[net.dns.addr()]).unwrap(),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use agentguard_audit::MemorySink;
 use agentguard_netpin::{DnsResolver, Fetcher, FetcherBuilder};
-use agentguard_policy::parse_cidr;
+use agentguard_policy::{TargetPolicy, parse_cidr};
 use agentguard_test_support::{FakeDns, TestCa, TlsUpstream};
 
 pub(crate) const GOOD: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
@@ -59,19 +59,28 @@ impl Net {
     /// A fetcher that allows `hosts`, the upstreams' port, 127.0.0.2/32, trusts only the test CA,
     /// and resolves through the fake DNS server.
     pub(crate) fn fetcher(&self, hosts: &[&str]) -> FetcherBuilder {
-        let mut builder = Fetcher::builder()
+        self.fetcher_with(hosts, &[])
+    }
+
+    /// [`Net::fetcher`], also allowing `ports`.
+    pub(crate) fn fetcher_with(&self, hosts: &[&str], ports: &[u16]) -> FetcherBuilder {
+        let mut policy = TargetPolicy::builder()
             .allow_port(self.port())
-            .allow_cidr(parse_cidr("127.0.0.2/32").unwrap())
+            .allow_cidr(parse_cidr("127.0.0.2/32").unwrap());
+        for host in hosts {
+            policy = policy.allow(*host);
+        }
+        for port in ports {
+            policy = policy.allow_port(*port);
+        }
+        Fetcher::builder()
+            .policy(policy.build().unwrap())
             .bundled_roots(false)
             .extra_roots_pem(self.ca.pem())
             .resolver(Arc::new(
                 DnsResolver::with_nameservers(&[self.dns.addr()]).unwrap(),
             ))
-            .audit(self.audit.clone());
-        for host in hosts {
-            builder = builder.allow(*host);
-        }
-        builder
+            .audit(self.audit.clone())
     }
 
     /// Connections that reached either upstream.

@@ -1,0 +1,133 @@
+//! `agentguard run`: one allowlisted command in a hardened container.
+//!
+//! Streams the command's stdout and stderr (or prints one JSON object with `--json`) and
+//! exits with the command's own status; agentguard's own outcomes use the documented codes of
+//! `exit.rs`. SIGINT or SIGTERM kills the container by name before exiting.
+
+use std::sync::Arc;
+
+use agentguard_audit::{AuditLog, AuditSink, Decision, Durability, Event, LogOptions};
+use agentguard_container::{ContainerExecutor, RunError, RunResult, RunStatus};
+use anyhow::Context;
+use serde_json::json;
+
+use crate::args::RunArgs;
+use crate::exit::{self, Exit};
+use crate::signal::{Shutdown, Stop};
+use crate::{config, output};
+
+/// A single-threaded runtime: a run is one engine client and a few pipes.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    let config = config::load(&args.config)?;
+    if args.dry_run {
+        let executor = ContainerExecutor::new(config.spec);
+        let invocation = executor
+            .spec()
+            .invocation(&args.name, &executor.identity())?;
+        output::write_lines([invocation.display()])?;
+        return Ok(exit::SUCCESS);
+    }
+    let image = config.spec.image().to_owned();
+    let audit: Option<Arc<dyn AuditSink>> = match &config.audit {
+        // A run is rare and worth a sync: fsync durability (docs/audit.md).
+        Some(path) => Some(Arc::new(AuditLog::open(
+            path,
+            LogOptions::with_durability(Durability::Fsync),
+        )?)),
+        None => None,
+    };
+    let mut executor = ContainerExecutor::new(config.spec).with_streaming(!args.json);
+    if let Some(sink) = &audit {
+        executor = executor.with_audit(Arc::clone(sink));
+    }
+    let identity = executor.identity();
+    let outcome = runtime()?.block_on(async {
+        let mut shutdown = Shutdown::install()?;
+        let stop = tokio::select! {
+            result = executor.run_with(&args.name, &identity) => return anyhow::Ok(Ok(result)),
+            stop = shutdown.recv() => stop,
+        };
+        executor.kill_by_name(&identity.name).await;
+        if let Some(sink) = &audit {
+            sink.record(
+                Event::container_run(Decision::Error, "interrupted", &args.name, &image)
+                    .data("signal", stop.name())
+                    .data("container", identity.name.as_str()),
+            )?;
+        }
+        anyhow::Ok(Err(stop))
+    })?;
+    match outcome {
+        Err(stop) => {
+            let code = match stop {
+                Stop::Interrupt => exit::INTERRUPTED,
+                Stop::Terminate => exit::TERMINATED,
+            };
+            Err(Exit::new(
+                code,
+                format!(
+                    "{}: killed and removed container {}",
+                    stop.name(),
+                    identity.name
+                ),
+            )
+            .into())
+        }
+        Ok(Ok(result)) => report(&result, args.json),
+        Ok(Err(RunError::Failed(result))) => report(&result, args.json),
+        Ok(Err(other)) => {
+            let context = format!("agentguard run {} ({})", args.name, other.reason());
+            Err(anyhow::Error::new(other).context(context))
+        }
+    }
+}
+
+fn report(result: &RunResult, json: bool) -> anyhow::Result<u8> {
+    if json {
+        let value = json!({
+            "command": result.command,
+            "status": result.status.as_str(),
+            "exit_code": result.exit_code,
+            "stdout": String::from_utf8_lossy(&result.stdout),
+            "stderr": String::from_utf8_lossy(&result.stderr),
+            "truncated": result.truncated,
+            "duration_ms": result.duration.as_millis() as u64,
+            "container": result.container,
+        });
+        output::write_lines([value.to_string()])?;
+    }
+    let code = match result.status {
+        RunStatus::Exited => {
+            u8::try_from(result.exit_code.unwrap_or(i32::from(exit::ERROR))).unwrap_or(exit::ERROR)
+        }
+        RunStatus::TimedOut => {
+            eprintln!(
+                "agentguard: {} timed out; container {} killed and removed",
+                result.command, result.container
+            );
+            exit::TIMEOUT
+        }
+        RunStatus::OutputLimit => {
+            eprintln!(
+                "agentguard: {} exceeded the output limit; output truncated, container {} killed and removed",
+                result.command, result.container
+            );
+            exit::OUTPUT_LIMIT
+        }
+        RunStatus::Killed => {
+            eprintln!(
+                "agentguard: {} was killed by SIGKILL, not by agentguard: probable OOM (memory limit)",
+                result.command
+            );
+            exit::KILLED
+        }
+    };
+    Ok(code)
+}

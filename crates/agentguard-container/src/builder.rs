@@ -1,0 +1,313 @@
+//! Building a [`ContainerSpec`]: typed setters over the hardened defaults, then `build`,
+//! which reports the first bad value and checks what depends on several fields.
+//!
+//! Every value is checked before any engine is started, with a message that names the field
+//! and the value.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agentguard_policy::CommandAllowlist;
+
+use crate::engine::Engine;
+use crate::error::{Result, invalid};
+use crate::spec::{ContainerSpec, ImagePin, WorkspaceMode, image_pin};
+use crate::values::{ByteSize, Cpus, Pull, Runtime, UserIds};
+
+/// The smallest memory limit engines accept.
+const MIN_MEMORY: u64 = 6 * 1024 * 1024;
+/// The smallest tmpfs size accepted.
+const MIN_TMPFS: u64 = 4096;
+
+/// Builder for [`ContainerSpec`]: each setter parses its value into a typed one (the first
+/// bad value is reported by [`ContainerSpecBuilder::build`]), and `build` checks the rest.
+#[derive(Debug)]
+pub struct ContainerSpecBuilder {
+    pub(crate) spec: ContainerSpec,
+    pub(crate) commands: Vec<(String, Vec<String>)>,
+    pub(crate) error: Option<crate::Error>,
+}
+
+impl ContainerSpecBuilder {
+    /// Keeps a parsed value, or the first parse error.
+    fn set<T>(mut self, parsed: Result<T>, apply: impl FnOnce(&mut ContainerSpec, T)) -> Self {
+        match parsed {
+            Ok(value) => apply(&mut self.spec, value),
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
+        self
+    }
+
+    /// The time limit of a run (default 300 s); on expiry the container is killed by name.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.spec.timeout = timeout;
+        self
+    }
+
+    /// The cap on stdout plus stderr (default 65536 bytes); past it the container is killed.
+    pub fn max_output_bytes(mut self, max: usize) -> Self {
+        self.spec.max_output_bytes = max;
+        self
+    }
+
+    /// With `true`, a non-zero exit is an error instead of a result (default `false`).
+    pub fn check(mut self, check: bool) -> Self {
+        self.spec.check = check;
+        self
+    }
+
+    /// The pull policy; only `never` is accepted: images must already be present.
+    pub fn pull(self, pull: &str) -> Self {
+        self.set(Pull::parse(pull), |spec, pull| spec.pull = pull)
+    }
+
+    /// Refuse images referenced by a bare tag (default `false`).
+    pub fn require_digest(mut self, yes: bool) -> Self {
+        self.spec.require_digest = yes;
+        self
+    }
+
+    /// The engine (default: `docker`).
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.spec.engine = engine;
+        self
+    }
+
+    /// Adds an allowlisted command: NAME and its fixed argv.
+    pub fn command<I, S>(mut self, name: impl Into<String>, argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.commands
+            .push((name.into(), argv.into_iter().map(Into::into).collect()));
+        self
+    }
+
+    /// The OCI runtime, for example `runsc` (gVisor). Unset means the engine's default.
+    pub fn runtime(self, runtime: &str) -> Self {
+        self.set(Runtime::parse(runtime), |spec, r| spec.runtime = Some(r))
+    }
+
+    /// The host directory mounted at `/workspace` (must be an absolute path).
+    pub fn workspace(mut self, path: impl Into<PathBuf>) -> Self {
+        self.spec.workspace = Some(path.into());
+        self
+    }
+
+    /// Read-only (default) or read-write workspace.
+    pub fn workspace_mode(mut self, mode: WorkspaceMode) -> Self {
+        self.spec.workspace_mode = mode;
+        self
+    }
+
+    /// `none` (default) or the name of an engine network; `host` is refused.
+    pub fn network(mut self, network: impl Into<String>) -> Self {
+        self.spec.network = network.into();
+        self
+    }
+
+    /// `uid:gid`, numeric, never root (default `65534:65534`).
+    pub fn user(self, user: &str) -> Self {
+        self.set(UserIds::parse(user), |spec, ids| spec.user = ids)
+    }
+
+    /// The user as ids (see [`UserIds::for_rw_workspace`] for a read-write workspace).
+    pub fn user_ids(mut self, ids: UserIds) -> Self {
+        self.spec.user = ids;
+        self
+    }
+
+    /// Memory limit, also used as the swap limit so there is no swap (default `512m`).
+    pub fn memory(self, memory: &str) -> Self {
+        let parsed = ByteSize::parse("memory", memory, MIN_MEMORY);
+        self.set(parsed, |spec, size| spec.memory = size)
+    }
+
+    /// CPU limit (default `1`).
+    pub fn cpus(self, cpus: &str) -> Self {
+        self.set(Cpus::parse(cpus), |spec, cpus| spec.cpus = cpus)
+    }
+
+    /// Process limit (default 128).
+    pub fn pids(mut self, pids: u32) -> Self {
+        self.spec.pids = pids;
+        self
+    }
+
+    /// Size of the noexec `/tmp` tmpfs (default `64m`).
+    pub fn tmpfs_size(self, size: &str) -> Self {
+        let parsed = ByteSize::parse("tmpfs_size", size, MIN_TMPFS);
+        self.set(parsed, |spec, size| spec.tmpfs_size = size)
+    }
+
+    /// The open-files limit inside the container (default 1024; at most the host's hard limit,
+    /// or the engine refuses to start the container).
+    pub fn nofile(mut self, limit: u32) -> Self {
+        self.spec.nofile = limit;
+        self
+    }
+
+    /// Podman's per-uid process limit (default 4096; `pids` stays the real per-container
+    /// limit, since RLIMIT_NPROC counts across the host).
+    pub fn nproc(mut self, limit: u32) -> Self {
+        self.spec.nproc = limit;
+        self
+    }
+
+    /// One environment variable for the container. Nothing else from the host reaches it.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.spec.environment.insert(key.into(), value.into());
+        self
+    }
+
+    /// Reports the first bad value, checks what depends on several fields, and returns the
+    /// spec.
+    pub fn build(self) -> Result<ContainerSpec> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
+        let mut spec = self.spec;
+        validate_image(&spec.image)?;
+        spec.commands = CommandAllowlist::from_pairs(self.commands)?;
+        if let Some(path) = &spec.workspace {
+            validate_workspace(path)?;
+        }
+        validate_network(&spec.network)?;
+        for (field, zero) in [
+            ("pids", spec.pids == 0),
+            ("nofile", spec.nofile == 0),
+            ("nproc", spec.nproc == 0),
+            ("timeout", spec.timeout.is_zero()),
+            ("max_output_bytes", spec.max_output_bytes == 0),
+        ] {
+            if zero {
+                return Err(invalid(field, "0", "the limit must be positive"));
+            }
+        }
+        for (key, value) in &spec.environment {
+            validate_env(key, value)?;
+        }
+        validate_pin(&spec.image, spec.require_digest)?;
+        Ok(spec)
+    }
+}
+
+fn validate_pin(image: &str, require_digest: bool) -> Result<()> {
+    match image_pin(image) {
+        ImagePin::Tag if require_digest => Err(invalid(
+            "image",
+            image,
+            "require_digest is set: reference the image as name@sha256:<digest> or sha256:<image id>",
+        )),
+        ImagePin::Digest(d) | ImagePin::Id(d)
+            if d.len() != 64
+                || !d
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) =>
+        {
+            Err(invalid(
+                "image",
+                image,
+                "a sha256 digest or image ID is 64 lower-case hex digits",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn validate_image(image: &str) -> Result<()> {
+    if image.is_empty() {
+        return Err(invalid(
+            "image",
+            image,
+            "the image is empty; name a local image such as localhost/tools:latest",
+        ));
+    }
+    if image.starts_with('-') {
+        return Err(invalid(
+            "image",
+            image,
+            "an image reference cannot start with `-`",
+        ));
+    }
+    if let Some(c) = image
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@')))
+    {
+        return Err(invalid(
+            "image",
+            image,
+            format!("character {c:?} is not allowed in an image reference"),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_workspace(path: &std::path::Path) -> Result<()> {
+    let text = path.to_str().ok_or_else(|| {
+        invalid(
+            "workspace",
+            path.to_string_lossy(),
+            "the path is not valid UTF-8",
+        )
+    })?;
+    if !path.is_absolute() {
+        return Err(invalid(
+            "workspace",
+            text,
+            "the workspace must be an absolute path",
+        ));
+    }
+    // The path is embedded in `--mount type=bind,source=...`, where `,` and `=` are syntax.
+    if let Some(c) = text
+        .chars()
+        .find(|c| matches!(c, ',' | '=' | '\0' | '\n' | ':'))
+    {
+        return Err(invalid(
+            "workspace",
+            text,
+            format!(
+                "character {c:?} cannot be passed safely to the engine's mount syntax; rename the directory"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_network(network: &str) -> Result<()> {
+    if network == "host" || network.starts_with("container:") || network.starts_with("ns:") {
+        return Err(invalid(
+            "network",
+            network,
+            "sharing the host's or another container's network namespace is never allowed; use `none`, or an internal network whose only way out is the egress proxy",
+        ));
+    }
+    crate::values::validate_token("network", network)
+}
+
+fn validate_env(key: &str, value: &str) -> Result<()> {
+    let mut chars = key.chars();
+    let key_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !key_ok {
+        return Err(invalid(
+            "environment",
+            key,
+            "a variable name is letters, digits and `_`, not starting with a digit",
+        ));
+    }
+    if value.contains('\0') || value.contains('\n') {
+        // The value is not echoed: environment values may be secrets.
+        return Err(invalid(
+            "environment",
+            key,
+            "the value of this variable contains a NUL or newline",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! Capturing a run's output under one byte cap, and the plan for killing it.
+//!
+//! Stdout and stderr are read separately and share one cap. When the deadline passes or the
+//! cap is exceeded, the kill (by container name, in its own task) starts while both pipes keep
+//! being drained: the daemon does not finish a kill while the client's output pipe is full.
+//! After a kill, output may keep flowing for at most the drain grace; an engine client that
+//! still holds its pipes open then is reported as hung, so the executor kills it too and a
+//! run never hangs.
+
+use std::io::Write;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{ChildStderr, ChildStdout};
+use tokio::task::JoinHandle;
+
+/// When to stop a run and how long to drain after a kill.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    /// When the time limit is reached.
+    pub(crate) deadline: tokio::time::Instant,
+    /// The cap on stdout plus stderr.
+    pub(crate) cap: usize,
+    /// How long output may keep flowing after a kill.
+    pub(crate) drain_grace: Duration,
+    /// Copy the kept output to this process's stdout and stderr as it arrives.
+    pub(crate) tee: bool,
+}
+
+/// Why agentguard stopped a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// The deadline passed.
+    TimedOut,
+    /// The output exceeded the cap.
+    OutputLimit,
+}
+
+/// What was captured, and how the capture ended.
+#[derive(Debug, Default)]
+pub(crate) struct Captured {
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
+    pub(crate) truncated: bool,
+    /// Set when agentguard killed the run (and waited for the kill to finish).
+    pub(crate) stop: Option<Stop>,
+    /// The client kept its output open past the drain grace after the kill.
+    pub(crate) hung: bool,
+}
+
+/// Reads both pipes until they close, calling `kill` at most once, on the deadline or on
+/// overflow; returns after the kill (if any) has finished.
+pub(crate) async fn capture<K>(
+    mut stdout: Option<ChildStdout>,
+    mut stderr: Option<ChildStderr>,
+    plan: Plan,
+    kill: K,
+) -> Captured
+where
+    K: FnOnce() -> JoinHandle<()>,
+{
+    let mut captured = Captured::default();
+    let (mut out_chunk, mut err_chunk) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+    let (mut out_tee, mut err_tee) = (
+        plan.tee.then(std::io::stdout),
+        plan.tee.then(std::io::stderr),
+    );
+    let mut killer = Killer {
+        kill: Some(kill),
+        task: None,
+        drain_until: None,
+        grace: plan.drain_grace,
+    };
+    while stdout.is_some() || stderr.is_some() {
+        let wait_until = killer.drain_until.unwrap_or(plan.deadline);
+        tokio::select! {
+            n = read_some(&mut stdout, &mut out_chunk), if stdout.is_some() => match n {
+                Some(n) => {
+                    let other = captured.stderr.len();
+                    captured.truncated |= keep(&mut captured.stdout, other, &out_chunk[..n], plan.cap, out_tee.as_mut().map(|w| w as &mut dyn Write));
+                }
+                None => stdout = None,
+            },
+            n = read_some(&mut stderr, &mut err_chunk), if stderr.is_some() => match n {
+                Some(n) => {
+                    let other = captured.stdout.len();
+                    captured.truncated |= keep(&mut captured.stderr, other, &err_chunk[..n], plan.cap, err_tee.as_mut().map(|w| w as &mut dyn Write));
+                }
+                None => stderr = None,
+            },
+            () = tokio::time::sleep_until(wait_until) => {
+                if killer.drain_until.is_some() {
+                    // After a kill the output must end soon; never wait on a hung client.
+                    captured.hung = true;
+                    break;
+                }
+                killer.start(Stop::TimedOut, &mut captured);
+            }
+        }
+        if captured.truncated {
+            killer.start(Stop::OutputLimit, &mut captured);
+        }
+    }
+    if let Some(task) = killer.task {
+        let _ = task.await;
+    }
+    captured
+}
+
+/// The kill, started at most once, and the end of the drain after it.
+struct Killer<K> {
+    kill: Option<K>,
+    task: Option<JoinHandle<()>>,
+    drain_until: Option<tokio::time::Instant>,
+    grace: Duration,
+}
+
+impl<K: FnOnce() -> JoinHandle<()>> Killer<K> {
+    fn start(&mut self, stop: Stop, captured: &mut Captured) {
+        if let Some(kill) = self.kill.take() {
+            captured.stop = Some(stop);
+            self.task = Some(kill());
+            self.drain_until = Some(tokio::time::Instant::now() + self.grace);
+        }
+    }
+}
+
+/// Appends what fits under the cap (shared by stdout and stderr), and copies it to `tee`;
+/// true when something was cut.
+pub(crate) fn keep(
+    buf: &mut Vec<u8>,
+    other: usize,
+    data: &[u8],
+    cap: usize,
+    tee: Option<&mut dyn Write>,
+) -> bool {
+    let room = cap.saturating_sub(buf.len() + other);
+    let take = room.min(data.len());
+    buf.extend_from_slice(&data[..take]);
+    if let Some(out) = tee {
+        let _ = out.write_all(&data[..take]).and_then(|()| out.flush());
+    }
+    take < data.len()
+}
+
+async fn read_some<R: AsyncRead + Unpin>(reader: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+    let r = reader.as_mut()?;
+    match r.read(buf).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) => Some(n),
+    }
+}

@@ -1,0 +1,302 @@
+//! Running the hardened argv: the only place in the workspace that starts a container.
+//!
+//! A run looks its NAME up once (the argv builder does it), gives the container a unique name
+//! and owner/deadline labels, starts the engine CLI with a cleaned environment, captures
+//! output under one cap, and on timeout or overflow kills the container BY NAME (killing the
+//! `docker run` client would leave the container running) and removes it. Engine failures
+//! (exit status 125: a missing image, an unknown runtime, a daemon that is not running) are
+//! typed errors, never a "tool failed" result. Every run is recorded through the audit sink;
+//! environment values never are.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentguard_audit::{AuditSink, Decision, Event, error_chain};
+
+use crate::argv::{Invocation, RunIdentity};
+use crate::capture::{Plan, Stop, capture};
+use crate::error::RunError;
+use crate::process::{run_quiet, spawn_command};
+use crate::result::{RunResult, RunStatus};
+use crate::spec::{ContainerSpec, ImagePin};
+
+/// How long output may keep flowing after agentguard killed a container, and how long the
+/// client may take to exit after its output closed, unless set otherwise.
+pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(30);
+
+/// Runs allowlisted commands of one spec (the seed's `ContainerExecutor`).
+pub struct ContainerExecutor {
+    spec: ContainerSpec,
+    audit: Option<Arc<dyn AuditSink>>,
+    stream: bool,
+    drain_grace: Duration,
+}
+
+impl ContainerExecutor {
+    /// An executor for a validated spec.
+    pub fn new(spec: ContainerSpec) -> ContainerExecutor {
+        ContainerExecutor {
+            spec,
+            audit: None,
+            stream: false,
+            drain_grace: DEFAULT_DRAIN_GRACE,
+        }
+    }
+
+    /// Also copies the kept output to this process's stdout and stderr as it arrives.
+    pub fn with_streaming(mut self, stream: bool) -> ContainerExecutor {
+        self.stream = stream;
+        self
+    }
+
+    /// Records every run in `sink`.
+    pub fn with_audit(mut self, sink: Arc<dyn AuditSink>) -> ContainerExecutor {
+        self.audit = Some(sink);
+        self
+    }
+
+    /// How long output may keep flowing after a kill, and how long the engine client may take
+    /// to exit once its output closed (default 30 s); past it the client is killed too.
+    pub fn with_drain_grace(mut self, grace: Duration) -> ContainerExecutor {
+        self.drain_grace = grace;
+        self
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &ContainerSpec {
+        &self.spec
+    }
+
+    /// A fresh unique name and the owner/deadline labels for one run.
+    pub fn identity(&self) -> RunIdentity {
+        crate::process::identity(self.spec.timeout())
+    }
+
+    /// Runs the allowlisted command `name`: only an exact name selects an argv.
+    ///
+    /// Containers left behind by crashed runs are swept at the same time, off the run's path.
+    pub async fn run(&self, name: &str) -> Result<RunResult, RunError> {
+        self.run_with(name, &self.identity()).await
+    }
+
+    /// [`ContainerExecutor::run`] with a given identity, so a caller can kill the container by
+    /// name if it must stop the run (Ctrl-C).
+    pub async fn run_with(
+        &self,
+        name: &str,
+        identity: &RunIdentity,
+    ) -> Result<RunResult, RunError> {
+        let invocation = match self.spec.invocation(name, identity) {
+            Ok(invocation) => invocation,
+            Err(denial) => {
+                // A name off the allowlist never reaches the engine, not even for the sweep.
+                let outcome = Err(RunError::Denied(denial));
+                self.record(name, &outcome)?;
+                return outcome;
+            }
+        };
+        let engine = self.spec.engine().clone();
+        let global = self.spec.global_args();
+        let sweeper = tokio::spawn(async move { crate::gc::sweep(&engine, &global, false).await });
+        let outcome = self.execute(name, &invocation, identity).await;
+        match sweeper.await {
+            Ok(Ok(stale)) if !stale.is_empty() => {
+                tracing::info!(removed = stale.len(), "removed stale agentguard containers")
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "sweeping stale containers failed"),
+            _ => {}
+        }
+        self.record(name, &outcome)?;
+        outcome
+    }
+
+    /// Records the outcome of a run of `name`, when there is a sink.
+    fn record(&self, name: &str, outcome: &Result<RunResult, RunError>) -> Result<(), RunError> {
+        let Some(sink) = &self.audit else {
+            return Ok(());
+        };
+        let image = self.spec.image();
+        let ran = |r: &RunResult, reason: &str| {
+            Event::container_run(Decision::Allow, reason, name, image)
+                .data("run_status", r.status.as_str())
+                .data("exit_code", r.exit_code)
+                .data("duration_ms", r.duration.as_millis() as u64)
+                .data("truncated", r.truncated)
+                .data("container", r.container.as_str())
+        };
+        let event = match outcome {
+            Ok(r) => ran(r, r.status.as_str()),
+            Err(RunError::Failed(r)) => ran(r, "command_failed"),
+            Err(RunError::Denied(d)) => {
+                Event::container_run(Decision::Deny, d.reason.code(), name, image)
+            }
+            Err(e) => Event::container_run(Decision::Error, e.reason(), name, image)
+                .data("message", error_chain(e)),
+        };
+        sink.record(event)?;
+        Ok(())
+    }
+
+    /// Starts the engine and captures the run; the name was already looked up.
+    async fn execute(
+        &self,
+        name: &str,
+        invocation: &Invocation,
+        identity: &RunIdentity,
+    ) -> Result<RunResult, RunError> {
+        self.verify_pin().await?;
+        let started = Instant::now();
+        let mut child =
+            spawn_command(invocation)
+                .spawn()
+                .map_err(|source| RunError::EngineMissing {
+                    program: invocation.program.clone(),
+                    source,
+                })?;
+        let plan = Plan {
+            deadline: tokio::time::Instant::from_std(started + self.spec.timeout()),
+            cap: self.spec.max_output_bytes(),
+            drain_grace: self.drain_grace,
+            tee: self.stream,
+        };
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let captured = capture(stdout, stderr, plan, || self.spawn_kill(&identity.name)).await;
+        if captured.hung {
+            // The client kept its output open past the grace period: it is killed too.
+            let _ = child.start_kill();
+        }
+        let exit = match tokio::time::timeout(self.drain_grace, child.wait()).await {
+            Ok(Ok(exit)) => exit,
+            Ok(Err(source)) => {
+                return Err(RunError::Io {
+                    action: "waiting for the engine client",
+                    source,
+                });
+            }
+            Err(_) => {
+                self.kill_by_name(&identity.name).await;
+                let _ = child.kill().await;
+                return Err(RunError::Io {
+                    action: "waiting for the engine client to exit after its output closed",
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("still running after {:?}", self.drain_grace),
+                    ),
+                });
+            }
+        };
+        let exit_code = exit.code();
+        let status = match captured.stop {
+            Some(Stop::TimedOut) => RunStatus::TimedOut,
+            Some(Stop::OutputLimit) => RunStatus::OutputLimit,
+            None if exit_code == Some(125) => {
+                return Err(self.classify_engine_error(&String::from_utf8_lossy(&captured.stderr)));
+            }
+            None if exit_code == Some(137) => RunStatus::Killed,
+            None => RunStatus::Exited,
+        };
+        let result = RunResult {
+            command: name.to_owned(),
+            status,
+            exit_code,
+            stdout: captured.stdout,
+            stderr: captured.stderr,
+            truncated: captured.truncated,
+            duration: started.elapsed(),
+            container: identity.name.clone(),
+        };
+        if self.spec.check() && !result.success() {
+            return Err(RunError::Failed(Box::new(result)));
+        }
+        Ok(result)
+    }
+
+    /// Kills the container by name, then removes it; errors are ignored (it may be gone).
+    pub async fn kill_by_name(&self, name: &str) {
+        let _ = self.spawn_kill(name).await;
+    }
+
+    fn spawn_kill(&self, name: &str) -> tokio::task::JoinHandle<()> {
+        let kill = self.spec.engine_command(&["kill", name]);
+        let remove = self.spec.engine_command(&["rm", "-f", name]);
+        tokio::spawn(async move {
+            let _ = run_quiet(&kill).await;
+            let _ = run_quiet(&remove).await;
+        })
+    }
+
+    /// For `name@sha256:...` and `sha256:<id>`, checks the local image before running.
+    async fn verify_pin(&self) -> Result<(), RunError> {
+        let image = self.spec.image();
+        let (format, want) = match self.spec.image_pin() {
+            ImagePin::Tag => return Ok(()),
+            ImagePin::Digest(d) => ("{{json .RepoDigests}}", format!("@sha256:{d}")),
+            ImagePin::Id(id) => ("{{.Id}}", format!("sha256:{id}")),
+        };
+        let output = run_quiet(
+            &self
+                .spec
+                .engine_command(&["image", "inspect", "--format", format, image]),
+        )
+        .await
+        .map_err(|source| RunError::Io {
+            action: "inspecting the image",
+            source,
+        })?;
+        if !output.status.success() {
+            return Err(self.classify_engine_error(&String::from_utf8_lossy(&output.stderr)));
+        }
+        let seen = String::from_utf8_lossy(&output.stdout);
+        let matches = match self.spec.image_pin() {
+            // Docker prints `sha256:<id>`, Podman the bare ID.
+            ImagePin::Id(_) => {
+                seen.trim().trim_start_matches("sha256:") == want.trim_start_matches("sha256:")
+            }
+            _ => seen.contains(&want),
+        };
+        if matches {
+            Ok(())
+        } else {
+            Err(RunError::ImagePin {
+                image: image.to_owned(),
+                reason: format!("the local image has {}", seen.trim()),
+            })
+        }
+    }
+
+    pub(crate) fn classify_engine_error(&self, stderr: &str) -> RunError {
+        let engine = self.spec.engine().kind;
+        let lower = stderr.to_ascii_lowercase();
+        let message = stderr.trim().to_owned();
+        if lower.contains("no such image")
+            || lower.contains("image not known")
+            || lower.contains("unable to find image")
+            || lower.contains("not found in local storage")
+        {
+            RunError::MissingImage {
+                image: self.spec.image().to_owned(),
+                engine,
+            }
+        } else if lower.contains("unknown or invalid runtime")
+            || lower.contains("unknown runtime")
+            || lower.contains("could not find runtime")
+            || lower.contains("runtime") && lower.contains("not found")
+        {
+            RunError::UnknownRuntime {
+                runtime: self
+                    .spec
+                    .runtime()
+                    .map_or("default", |r| r.as_str())
+                    .to_owned(),
+                engine,
+            }
+        } else if lower.contains("cannot connect to the docker daemon")
+            || lower.contains("is the docker daemon running")
+            || lower.contains("unable to connect to podman")
+        {
+            RunError::EngineNotRunning { engine, message }
+        } else {
+            RunError::Engine { engine, message }
+        }
+    }
+}

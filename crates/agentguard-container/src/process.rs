@@ -1,0 +1,148 @@
+//! Process plumbing at the bottom of the crate: the one way to build and spawn an engine
+//! command, the labels every container carries, and what `/proc` says about processes.
+//!
+//! Everything that starts an engine CLI (a run, a kill, the stale-container sweep, doctor's
+//! queries) goes through [`Engine::command`] and [`spawn`], so each gets the same cleaned
+//! environment, no stdin, and the global flags (Podman's runtime selection) of its spec.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use tokio::process::Command;
+
+use crate::argv::{Invocation, RunIdentity};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+
+/// Label keys on every container agentguard starts.
+pub const LABEL_OWNER: &str = "agentguard.owner";
+/// The owner's process start time (clock ticks since boot), so a reused pid is not the owner.
+pub const LABEL_OWNER_START: &str = "agentguard.owner-start";
+/// Unix time after which the container is stale whatever its owner.
+pub const LABEL_DEADLINE: &str = "agentguard.deadline";
+
+/// How long a quiet engine command (`kill`, `rm`, `ps`, `inspect`, `info`) may take.
+const QUIET_LIMIT: Duration = Duration::from_secs(60);
+
+/// Host environment variables the engine CLI may need to find its daemon; nothing else is
+/// passed to it.
+const ENGINE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "DOCKER_CONTEXT",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+    "CONTAINER_HOST",
+    "CONTAINER_CONNECTION",
+    "CONTAINERS_CONF",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+];
+
+impl Engine {
+    /// An engine command: the global flags (which come before any subcommand), then `args`.
+    pub fn command<S: AsRef<str>>(&self, global: &[String], args: &[S]) -> Invocation {
+        Invocation {
+            program: self.program.clone(),
+            args: global
+                .iter()
+                .map(OsString::from)
+                .chain(args.iter().map(|a| OsString::from(a.as_ref())))
+                .collect(),
+        }
+    }
+}
+
+/// The engine process: cleaned environment, no stdin, piped output, killed if dropped.
+pub(crate) fn spawn_command(invocation: &Invocation) -> Command {
+    let mut command = Command::new(&invocation.program);
+    command
+        .args(&invocation.args)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for key in ENGINE_ENV {
+        if let Some(value) = std::env::var_os(key) {
+            command.env(key, value);
+        }
+    }
+    command
+}
+
+/// Runs an engine command to completion (bounded at 60 s), capturing its output.
+pub(crate) async fn run_quiet(invocation: &Invocation) -> std::io::Result<std::process::Output> {
+    let mut command = spawn_command(invocation);
+    match tokio::time::timeout(QUIET_LIMIT, command.output()).await {
+        Ok(result) => result,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("the engine command did not finish in {QUIET_LIMIT:?}"),
+        )),
+    }
+}
+
+/// A fresh unique container name and the owner/deadline labels for one run that may last
+/// `timeout`.
+pub(crate) fn identity(timeout: Duration) -> RunIdentity {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let pid = std::process::id();
+    let deadline = now + timeout + Duration::from_secs(60);
+    RunIdentity {
+        name: format!(
+            "agentguard-{pid}-{}-{}",
+            now.as_millis() % 1_000_000_000,
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ),
+        labels: vec![
+            (LABEL_OWNER.into(), pid.to_string()),
+            (
+                LABEL_OWNER_START.into(),
+                process_start(pid).unwrap_or_default(),
+            ),
+            (LABEL_DEADLINE.into(), deadline.as_secs().to_string()),
+        ],
+    }
+}
+
+/// The start time of a process in clock ticks since boot (field 22 of `/proc/PID/stat`), so a
+/// reused pid is not mistaken for the owner.
+pub(crate) fn process_start(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; fields after it follow the last ')'.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19).map(str::to_owned)
+}
+
+/// The real uid and gid of this process, from `/proc/self/status` (no unsafe code).
+pub(crate) fn own_ids() -> Result<(u32, u32)> {
+    let path = Path::new("/proc/self/status");
+    let status = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        action: "reading this process's uid and gid",
+        path: path.to_owned(),
+        source,
+    })?;
+    let field = |name: &str| -> Option<u32> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+    };
+    field("Uid:").zip(field("Gid:")).ok_or_else(|| Error::Io {
+        action: "reading this process's uid and gid",
+        path: path.to_owned(),
+        source: std::io::Error::other("no Uid: or Gid: line"),
+    })
+}

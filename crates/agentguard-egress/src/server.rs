@@ -1,0 +1,157 @@
+//! The running proxy: the listening socket, the accept loop, and graceful shutdown.
+//!
+//! One task per connection, each holding a slot of the connection cap until its tunnel
+//! closes. Shutdown uses two tokens: `accepting` stops the accept loop at once, `tunnels`
+//! closes what is still open after the grace period; a `TaskTracker` knows when every
+//! connection (and so every close event) is done.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentguard_audit::AuditSink;
+use agentguard_netpin::Resolve;
+use agentguard_policy::TargetPolicy;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::builder::Limits;
+use crate::connection::{self, Shared};
+use crate::error::{Error, Result};
+
+/// What the builder hands over once everything is validated.
+pub(crate) struct Config {
+    pub(crate) policy: TargetPolicy,
+    pub(crate) resolver: Arc<dyn Resolve>,
+    pub(crate) limits: Limits,
+    pub(crate) audit: Option<Arc<dyn AuditSink>>,
+    pub(crate) bind: SocketAddr,
+}
+
+/// A running proxy. Dropping it stops everything at once; [`EgressProxy::shutdown`] is graceful.
+pub struct EgressProxy {
+    local_addr: SocketAddr,
+    accepting: CancellationToken,
+    tunnels: CancellationToken,
+    tracker: TaskTracker,
+    accept: Option<JoinHandle<()>>,
+}
+
+/// What a graceful shutdown did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shutdown {
+    /// True when every connection finished within the grace period.
+    pub drained: bool,
+}
+
+/// Binds and starts the accept loop.
+pub(crate) async fn start(config: Config) -> Result<EgressProxy> {
+    let bind = config.bind;
+    let listener = TcpListener::bind(bind)
+        .await
+        .map_err(|source| Error::Bind { addr: bind, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| Error::Bind { addr: bind, source })?;
+    let shared = Arc::new(Shared {
+        policy: config.policy,
+        resolver: config.resolver,
+        limits: config.limits,
+        audit: config.audit,
+        local_addr,
+        slots: Arc::new(Semaphore::new(config.limits.max_connections)),
+    });
+    let accepting = CancellationToken::new();
+    let tunnels = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let accept = tokio::spawn(accept_loop(
+        listener,
+        shared,
+        accepting.clone(),
+        tunnels.clone(),
+        tracker.clone(),
+    ));
+    tracing::info!(%local_addr, "egress proxy listening");
+    Ok(EgressProxy {
+        local_addr,
+        accepting,
+        tunnels,
+        tracker,
+        accept: Some(accept),
+    })
+}
+
+impl EgressProxy {
+    /// The address the proxy listens on (with the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops accepting at once, lets open connections finish for up to `grace`, then closes
+    /// the rest. Every tunnel's close event is recorded before this returns.
+    pub async fn shutdown(mut self, grace: Duration) -> Shutdown {
+        self.accepting.cancel();
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.await;
+        }
+        self.tracker.close();
+        let drained = tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_ok();
+        if !drained {
+            self.tunnels.cancel();
+            self.tracker.wait().await;
+        }
+        tracing::info!(drained, "egress proxy stopped");
+        Shutdown { drained }
+    }
+}
+
+impl Drop for EgressProxy {
+    fn drop(&mut self) {
+        self.accepting.cancel();
+        self.tunnels.cancel();
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    accepting: CancellationToken,
+    tunnels: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = accepting.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = Arc::clone(&shared);
+        match Arc::clone(&shared.slots).try_acquire_owned() {
+            Ok(slot) => {
+                tracker.spawn(connection::handle(
+                    shared,
+                    stream,
+                    peer,
+                    slot,
+                    tunnels.clone(),
+                ));
+            }
+            Err(_) => {
+                tracker.spawn(connection::over_capacity(shared, stream, peer));
+            }
+        }
+    }
+}

@@ -1,0 +1,63 @@
+#!/bin/sh
+# A fake `docker` CLI for tests of what happens around a container engine: the executor's
+# timeout, output cap, kill by name, hung clients, and engine exit statuses, without an
+# engine. `run` starts the allowlisted argv (after `--entrypoint`) as a plain child process,
+# records its pid under the container's name, and exits with its status; `kill NAME` sends
+# SIGKILL to that pid. Every call is appended to state/calls, one line per call.
+# The state folder sits beside this script, since the executor clears the environment.
+state="$(dirname "$0")/state"
+mkdir -p "$state"
+echo "$*" >> "$state/calls"
+
+# Global flags (podman's --runtime and --runtime-flag) come before the subcommand.
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runtime|--runtime-flag) shift 2 ;;
+        *) break ;;
+    esac
+done
+
+sub="$1"
+shift
+case "$sub" in
+    run)
+        name=""
+        while [ $# -gt 0 ]; do
+            case "$1" in
+                --name) name="$2"; shift 2 ;;
+                --env) export "$2"; shift 2 ;;
+                --entrypoint) program="$2"; shift 3; break ;;
+                --*=*) shift ;;
+                --rm|--init|--read-only|--no-healthcheck) shift ;;
+                *) shift 2 ;;
+            esac
+        done
+        "$program" "$@" &
+        child=$!
+        echo "$child" > "$state/$name.pid"
+        wait "$child"
+        status=$?
+        rm -f "$state/$name.pid"
+        echo "exited $name $status" >> "$state/events"
+        exit "$status"
+        ;;
+    kill)
+        if [ -f "$state/$1.pid" ]; then
+            kill -KILL "$(cat "$state/$1.pid")" 2>/dev/null
+            echo "killed $1" >> "$state/events"
+        fi
+        exit 0
+        ;;
+    rm|ps|info|version)
+        exit 0
+        ;;
+    image)
+        # `image inspect --format FORMAT IMAGE`: an image ID of 64 `a`s.
+        echo "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        exit 0
+        ;;
+    *)
+        echo "fake engine: unknown subcommand $sub" >&2
+        exit 125
+        ;;
+esac
