@@ -114,3 +114,31 @@ fn code_of(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(err: impl std::error::Error + Send + Sync + 'static) -> u8 {
+        code_for(&anyhow::Error::new(err).context("some context"))
+    }
+
+    #[test]
+    fn one_condition_has_one_code_in_every_subcommand() {
+        // A resolver that cannot be built: the same code from fetch (netpin directly) and from
+        // egress-proxy (through the proxy's builder).
+        let resolver = || agentguard_netpin::Error::Resolver("no resolv.conf".into());
+        assert_eq!(code(resolver()), ERROR);
+        assert_eq!(code(agentguard_egress::Error::Resolver(resolver())), ERROR);
+        // No engine on PATH: the same code from run and from gc.
+        assert_eq!(code(agentguard_container::Error::NoEngine), ERROR);
+        // What the user wrote is wrong: usage.
+        assert_eq!(
+            code(agentguard_netpin::Error::NameServer("nonsense".into())),
+            USAGE
+        );
+        assert_eq!(code(agentguard_policy::Error::EmptyHostAllowlist), USAGE);
+        assert_eq!(code(Exit::failure("no")), FAILURE);
+        assert_eq!(code(std::io::Error::other("anything else")), ERROR);
+    }
+}

@@ -44,6 +44,7 @@ case "$sub" in
     kill)
         if [ -f "$state/$1.pid" ]; then
             kill -KILL "$(cat "$state/$1.pid")" 2>/dev/null
+            rm -f "$state/$1.pid"
             echo "killed $1" >> "$state/events"
         fi
         exit 0

@@ -3,6 +3,7 @@
 mod audit;
 mod classify;
 mod egress;
+mod exit_codes;
 mod fetch;
 mod run;
 mod surface;

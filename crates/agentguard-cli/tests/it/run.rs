@@ -113,12 +113,16 @@ fn invalid_values_name_the_field_and_the_value() {
 fn a_rw_workspace_never_runs_as_root() {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), &format!("workspace_mode = \"rw\"\n{BASE}"));
+    let engine = agentguard_test_support::FakeEngine::new();
+    let text = format!("workspace_mode = \"rw\"\n{BASE}")
+        .replace("/nonexistent/bin/docker", engine.path().to_str().unwrap());
+    let cfg = config(dir.path(), &text);
     let ws = dir.path().join("ws");
     let me = fs::metadata(dir.path()).unwrap();
-    let out = agentguard(&["run", "--config", &cfg, "run_tests", "--dry-run"]);
-    if me.uid() == 0 {
+    let dry_run = || agentguard(&["run", "--config", &cfg, "run_tests", "--dry-run"]);
+    let expected = if me.uid() == 0 {
         // As root, with a root-owned workspace: refused.
+        let out = dry_run();
         assert_eq!(out.status.code(), Some(2));
         assert!(
             stderr(&out).contains("would run the container as root"),
@@ -127,19 +131,29 @@ fn a_rw_workspace_never_runs_as_root() {
         );
         // As root, with a workspace owned by someone else: that owner.
         std::os::unix::fs::chown(&ws, Some(1234), Some(2345)).unwrap();
-        let out = agentguard(&["run", "--config", &cfg, "run_tests", "--dry-run"]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        assert!(
-            stdout(&out).contains("--user 1234:2345"),
-            "{}",
-            stdout(&out)
-        );
+        "--user 1234:2345".to_owned()
     } else {
-        assert!(
-            stdout(&out).contains(&format!("--user {}:{}", me.uid(), me.gid())),
-            "{}",
-            stdout(&out)
-        );
-    }
-    assert!(!stdout(&out).contains(",readonly"), "the mount is writable");
+        format!("--user {}:{}", me.uid(), me.gid())
+    };
+    let out = dry_run();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let argv = stdout(&out);
+    assert!(argv.contains(&expected), "{argv}");
+    let mount = format!(
+        "--mount type=bind,source={},target=/workspace ",
+        ws.canonicalize().unwrap().display()
+    );
+    assert!(argv.contains(&mount), "the mount is writable: {argv}");
+    // The same argv reaches the engine on a real run.
+    let out = agentguard(&["run", "--config", &cfg, "run_tests"]);
+    let calls = engine.calls();
+    let run = calls
+        .iter()
+        .find(|c| c.starts_with("run "))
+        .unwrap_or_else(|| panic!("no run call: {calls:?}; {}", stderr(&out)));
+    assert!(
+        run.contains(&expected) && run.contains(mount.trim_end()),
+        "{run}"
+    );
+    assert!(!run.contains(",readonly"), "{run}");
 }
