@@ -13,6 +13,15 @@ pub(crate) fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Builds the debug `agentguard` binary (what e2e and the demo run); returns its path.
+pub(crate) fn debug_binary() -> Result<PathBuf> {
+    run(
+        "cargo",
+        &["build", "--quiet", "--package", "agentguard-cli"],
+    )?;
+    Ok(root().join("target/debug/agentguard"))
+}
+
 /// Prints the command line, runs it with inherited stdio, and fails unless it exits 0.
 pub(crate) fn run(program: &str, args: &[&str]) -> Result<()> {
     println!("$ {program} {}", args.join(" "));
@@ -39,12 +48,6 @@ pub(crate) fn output(program: &str, args: &[&str]) -> Result<Output> {
 /// True when the command runs and exits 0.
 pub(crate) fn succeeds(program: &str, args: &[&str]) -> bool {
     output(program, args).is_ok_and(|o| o.status.success())
-}
-
-/// True when `program` is found on PATH.
-pub(crate) fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
 /// Text of stdout, trimmed.

@@ -14,13 +14,11 @@ use crate::{cmd, image, setup};
 pub(crate) fn run() -> Result<()> {
     let engines = setup::run()?;
     println!("\n== demo 1/5: which addresses count as public (never dials)");
+    let agentguard = cmd::debug_binary()?;
     cmd::run(
-        "cargo",
-        &["build", "--quiet", "--package", "agentguard-cli"],
-    )?;
-    let agentguard = cmd::root().join("target/debug/agentguard");
-    cmd::run(
-        agentguard.to_str().unwrap_or("target/debug/agentguard"),
+        agentguard
+            .to_str()
+            .context("the binary's path is not UTF-8")?,
         &[
             "classify",
             "10.0.0.1",
@@ -125,90 +123,101 @@ fn show(
     Ok(out)
 }
 
+/// The loopback peers of the network demos: a test DNS server, and a TLS server with a test
+/// CA on 127.0.0.2 named pkgs.example.test.
+struct Peers {
+    _runtime: tokio::runtime::Runtime,
+    _dns: agentguard_test_support::FakeDns,
+    _upstream: agentguard_test_support::TlsUpstream,
+    dir: std::path::PathBuf,
+    port: String,
+    ns: String,
+    ca_path: String,
+}
+
+impl Peers {
+    fn start() -> Result<Peers> {
+        use std::net::{IpAddr, Ipv4Addr};
+
+        use agentguard_test_support::{FakeDns, TestCa, TlsUpstream};
+
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        let upstream_ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+        let (dns, upstream, ca) = runtime.block_on(async {
+            let dns = FakeDns::start().await;
+            let ca = TestCa::new("agentguard demo CA");
+            let upstream =
+                TlsUpstream::start(upstream_ip, 0, ca.server_config(&["pkgs.example.test"])).await;
+            dns.answer("pkgs.example.test", &[upstream_ip]);
+            dns.answer(
+                "private.example.test",
+                &[IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3))],
+            );
+            (dns, upstream, ca)
+        });
+        let dir = cmd::root().join("target/xtask/demo");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, ca.pem())?;
+        Ok(Peers {
+            port: upstream.addr().port().to_string(),
+            ns: dns.addr().to_string(),
+            ca_path: ca_file.to_string_lossy().into_owned(),
+            dir,
+            _runtime: runtime,
+            _dns: dns,
+            _upstream: upstream,
+        })
+    }
+
+    fn log(&self, name: &str) -> String {
+        self.dir.join(name).to_string_lossy().into_owned()
+    }
+}
+
 /// Demos 4 and 5: DNS pinning and the egress proxy against servers on loopback, with audit.
 fn network(agentguard: &std::path::Path) -> Result<()> {
-    use std::io::BufRead;
-    use std::net::{IpAddr, Ipv4Addr};
+    let peers = Peers::start()?;
+    let fetch_log = fetch_demo(agentguard, &peers)?;
+    let egress_log = proxy_demo(agentguard, &peers)?;
+    println!("\n$ agentguard audit show (the egress log, then verify both logs)");
+    show(agentguard, &["audit", "show", &egress_log], &[])?;
+    let v1 = show(agentguard, &["audit", "verify", &egress_log], &[])?;
+    let v2 = show(agentguard, &["audit", "verify", &fetch_log], &[])?;
+    if !v1.status.success() || !v2.status.success() {
+        bail!("an audit log did not verify");
+    }
+    Ok(())
+}
 
-    use agentguard_test_support::{FakeDns, TestCa, TlsUpstream};
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
-    let upstream_ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
-    let (dns, upstream, ca) = runtime.block_on(async {
-        let dns = FakeDns::start().await;
-        let ca = TestCa::new("agentguard demo CA");
-        let upstream =
-            TlsUpstream::start(upstream_ip, 0, ca.server_config(&["pkgs.example.test"])).await;
-        dns.answer("pkgs.example.test", &[upstream_ip]);
-        dns.answer(
-            "private.example.test",
-            &[IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3))],
-        );
-        (dns, upstream, ca)
-    });
-    let dir = cmd::root().join("target/xtask/demo");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let ca_file = dir.join("ca.pem");
-    std::fs::write(&ca_file, ca.pem())?;
-    let (port, ns, ca_path) = (
-        upstream.addr().port().to_string(),
-        dns.addr().to_string(),
-        ca_file.to_string_lossy().into_owned(),
-    );
-    let fetch_log = dir.join("fetch.jsonl").to_string_lossy().into_owned();
-
+/// Demo 4: one allowed fetch, one off the allowlist, one resolving to a private address.
+fn fetch_demo(agentguard: &std::path::Path, peers: &Peers) -> Result<String> {
+    let Peers {
+        port, ns, ca_path, ..
+    } = peers;
+    let fetch_log = peers.log("fetch.jsonl");
     println!(
         "\n== demo 4/5: DNS pinning: fetch resolves once, checks every address, dials exactly those, verifies TLS"
     );
     println!(
         "   (a test DNS server on {ns}; pkgs.example.test is a TLS server with a test CA on 127.0.0.2, allowed by --allow-cidr)"
     );
-    let fetch = |host: &str| -> Result<std::process::Output> {
-        show(
-            agentguard,
-            &[
-                "fetch",
-                &format!("https://{host}:{port}/"),
-                "--allow",
-                "*.example.test",
-                "--allow-port",
-                &port,
-                "--allow-cidr",
-                "127.0.0.2/32",
-                "--nameserver",
-                &ns,
-                "--ca-file",
-                &ca_path,
-                "--audit",
-                &fetch_log,
-            ],
-            &[],
-        )
+    let fetch = |host: &str, cidr: &[&str]| -> Result<std::process::Output> {
+        let url = format!("https://{host}:{port}/");
+        let mut args = vec!["fetch", url.as_str(), "--allow", "*.example.test"];
+        args.extend(["--allow-port", port, "--nameserver", ns]);
+        args.extend(cidr);
+        args.extend(["--ca-file", ca_path, "--audit", &fetch_log]);
+        show(agentguard, &args, &[])
     };
-    let ok = fetch("pkgs.example.test")?;
-    let off_list = show(
-        agentguard,
-        &[
-            "fetch",
-            &format!("https://evil.example.org:{port}/"),
-            "--allow",
-            "*.example.test",
-            "--allow-port",
-            &port,
-            "--nameserver",
-            &ns,
-            "--ca-file",
-            &ca_path,
-            "--audit",
-            &fetch_log,
-        ],
-        &[],
-    )?;
-    let private = fetch("private.example.test")?;
+    let cidr = ["--allow-cidr", "127.0.0.2/32"];
+    let ok = fetch("pkgs.example.test", &cidr)?;
+    let off_list = fetch("evil.example.org", &[])?;
+    let private = fetch("private.example.test", &cidr)?;
     if !ok.status.success()
         || off_list.status.code() != Some(123)
         || private.status.code() != Some(123)
@@ -218,27 +227,29 @@ fn network(agentguard: &std::path::Path) -> Result<()> {
     println!(
         "(allowed and fetched; refused before any DNS query; refused because it resolved to a private address, never dialed)"
     );
+    Ok(fetch_log)
+}
 
+/// Demo 5: curl through the egress proxy, allowed and refused.
+fn proxy_demo(agentguard: &std::path::Path, peers: &Peers) -> Result<String> {
+    use std::io::BufRead;
+
+    let Peers {
+        port, ns, ca_path, ..
+    } = peers;
     println!(
         "\n== demo 5/5: the egress proxy: CONNECT only, allowlisted, pinned, audited; curl through it"
     );
-    let egress_log = dir.join("egress.jsonl").to_string_lossy().into_owned();
+    let egress_log = peers.log("egress.jsonl");
     let mut proxy = std::process::Command::new(agentguard)
         .args([
             "egress-proxy",
             "--allow",
             "pkgs.example.test",
             "--allow-port",
-            &port,
-            "--port",
-            "0",
-            "--allow-cidr",
-            "127.0.0.2/32",
-            "--nameserver",
-            &ns,
-            "--audit",
-            &egress_log,
         ])
+        .args([port, "--port", "0", "--allow-cidr", "127.0.0.2/32"])
+        .args(["--nameserver", ns, "--audit", &egress_log])
         .stdout(std::process::Stdio::piped())
         .spawn()?;
     let mut line = String::new();
@@ -246,19 +257,10 @@ fn network(agentguard: &std::path::Path) -> Result<()> {
     print!("$ agentguard egress-proxy --allow pkgs.example.test ... --port 0\n{line}");
     let proxy_url = format!("http://{}", line.trim().trim_start_matches("listening on "));
     let curl = |host: &str| {
-        show(
-            std::path::Path::new("curl"),
-            &[
-                "--silent",
-                "--show-error",
-                "--proxy",
-                &proxy_url,
-                "--cacert",
-                &ca_path,
-                &format!("https://{host}:{port}/"),
-            ],
-            &[],
-        )
+        let url = format!("https://{host}:{port}/");
+        let args = ["--silent", "--show-error", "--proxy", &proxy_url];
+        let args = [&args[..], &["--cacert", ca_path, &url]].concat();
+        show(std::path::Path::new("curl"), &args, &[])
     };
     let through = curl("pkgs.example.test")?;
     let refused = curl("evil.example.test")?;
@@ -267,13 +269,5 @@ fn network(agentguard: &std::path::Path) -> Result<()> {
     if !through.status.success() || refused.status.success() || !stopped.success() {
         bail!("the egress proxy demo did not behave as documented");
     }
-    println!("\n$ agentguard audit show (the egress log, then verify both logs)");
-    show(agentguard, &["audit", "show", &egress_log], &[])?;
-    let v1 = show(agentguard, &["audit", "verify", &egress_log], &[])?;
-    let v2 = show(agentguard, &["audit", "verify", &fetch_log], &[])?;
-    if !v1.status.success() || !v2.status.success() {
-        bail!("an audit log did not verify");
-    }
-    drop((dns, upstream));
-    Ok(())
+    Ok(egress_log)
 }

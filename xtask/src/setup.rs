@@ -203,10 +203,10 @@ pub(crate) fn detect() -> Engines {
     let docker_runsc = docker
         && cmd::output("docker", &["info", "--format", "{{json .Runtimes}}"])
             .is_ok_and(|o| cmd::stdout_text(&o).contains("\"runsc\""));
-    let podman = cmd::on_path("podman")
-        && cmd::on_path("runc")
+    let podman = agentguard_container::on_path("podman")
+        && agentguard_container::on_path("runc")
         && cmd::succeeds("podman", &["--runtime", "runc", "info"]);
-    let podman_runsc = podman && cmd::on_path("runsc");
+    let podman_runsc = podman && agentguard_container::on_path("runsc");
     Engines {
         docker,
         docker_runsc,

@@ -12,6 +12,7 @@ mod chain;
 mod error;
 mod event;
 mod log;
+mod options;
 mod problem;
 mod sink;
 mod time;
@@ -22,7 +23,8 @@ pub use error::{Error, Result};
 pub use event::{
     Decision, Event, KEYS, Kind, Record, SCHEMA_VERSION, ValueType, error_chain, mistyped_key,
 };
-pub use log::{AuditLog, Durability, LogOptions, Repair};
+pub use log::AuditLog;
+pub use options::{Durability, LogOptions, Repair};
 pub use problem::{Problem, ProblemKind};
 pub use sink::{AuditSink, MemorySink, Receipt};
 pub use verify::{Reader, Summary, verify};

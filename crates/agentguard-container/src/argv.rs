@@ -98,22 +98,49 @@ impl ContainerSpec {
     pub fn invocation(&self, name: &str, identity: &RunIdentity) -> Result<Invocation, Denial> {
         let argv = self.commands.get(name)?;
         let podman = self.engine.kind == EngineKind::Podman;
-        let mut args: Vec<String> = Vec::with_capacity(64);
+        let mut args = Args(Vec::with_capacity(64));
 
         // Podman's runtime selection is a global flag and must come before `run`.
-        args.extend(self.global_args());
-        let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_owned()));
-        push(&["run", "--rm", "--init", "--name", &identity.name]);
+        args.0.extend(self.global_args());
+        args.push(&["run", "--rm", "--init", "--name", &identity.name]);
         for (key, value) in &identity.labels {
-            push(&["--label", &format!("{key}={value}")]);
+            args.push(&["--label", &format!("{key}={value}")]);
         }
-        push(&["--pull", self.pull.as_str(), "--network", &self.network]);
+        args.push(&["--pull", self.pull.as_str(), "--network", &self.network]);
         if !podman && let Some(runtime) = &self.runtime {
-            push(&["--runtime", runtime.as_str()]);
+            args.push(&["--runtime", runtime.as_str()]);
+        }
+        self.filesystem(&mut args, podman);
+        self.limits(&mut args, podman);
+
+        // Pitfalls from ENGINES.md: writable /dev/shm, logs on host disk, health checks that
+        // run extra commands, restarts, image volumes, host proxy variables.
+        args.push(&["--ipc", "none", "--log-driver", "none", "--restart", "no"]);
+        args.push(&["--oom-score-adj", "1000", "--no-healthcheck"]);
+        if podman {
+            args.push(&["--image-volume", "ignore", "--http-proxy=false"]);
+        }
+        self.workspace_mount(&mut args, podman);
+
+        // Only KEY=VALUE pairs from the spec: a bare `--env KEY` would copy the host's value.
+        for (key, value) in &self.environment {
+            args.push(&["--env", &format!("{key}={value}")]);
         }
 
-        // Nothing outside the workspace and /tmp is writable.
-        push(&["--read-only"]);
+        // The image's ENTRYPOINT could reinterpret the argv, so argv[0] replaces it.
+        args.push(&["--entrypoint", &argv[0], &self.image]);
+        args.0.extend(argv[1..].iter().cloned());
+
+        Ok(Invocation {
+            program: self.engine.program.clone(),
+            args: args.0.into_iter().map(OsString::from).collect(),
+        })
+    }
+
+    /// Nothing outside the workspace and /tmp is writable; no capabilities, no privilege
+    /// escalation, never root.
+    fn filesystem(&self, args: &mut Args, podman: bool) {
+        args.push(&["--read-only"]);
         let mut tmpfs = format!(
             "/tmp:rw,noexec,nosuid,nodev,size={},mode=1777",
             self.tmpfs_size
@@ -121,25 +148,25 @@ impl ContainerSpec {
         if podman {
             // Podman otherwise adds writable /run, /var/tmp and /dev/shm, and copies the
             // image's /tmp content into the tmpfs.
-            push(&["--read-only-tmpfs=false"]);
+            args.push(&["--read-only-tmpfs=false"]);
             tmpfs.push_str(",notmpcopyup");
         }
-        push(&["--tmpfs", &tmpfs]);
+        args.push(&["--tmpfs", &tmpfs]);
+        args.push(&["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]);
+        args.push(&["--user", &self.user.to_string()]);
+    }
 
-        // No capabilities, no privilege escalation, never root.
-        push(&["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]);
-        push(&["--user", &self.user.to_string()]);
-
-        // Resource limits; swap equal to memory means no swap.
+    /// Resource limits; swap equal to memory means no swap.
+    fn limits(&self, args: &mut Args, podman: bool) {
         let memory = self.memory.to_string();
-        push(&["--memory", &memory, "--memory-swap", &memory]);
-        push(&[
+        args.push(&["--memory", &memory, "--memory-swap", &memory]);
+        args.push(&[
             "--cpus",
             &self.cpus.to_string(),
             "--pids-limit",
             &self.host_pids_limit().to_string(),
         ]);
-        push(&[
+        args.push(&[
             "--ulimit",
             &format!("nofile={0}:{0}", self.nofile),
             "--ulimit",
@@ -148,44 +175,35 @@ impl ContainerSpec {
         if podman {
             // Podman sets a default nproc above this machine's hard limit; it counts per uid
             // across the host, so --pids-limit stays the real per-container limit.
-            push(&["--ulimit", &format!("nproc={0}:{0}", self.nproc)]);
+            args.push(&["--ulimit", &format!("nproc={0}:{0}", self.nproc)]);
         }
+    }
 
-        // Pitfalls from ENGINES.md: writable /dev/shm, logs on host disk, health checks that
-        // run extra commands, restarts, image volumes, host proxy variables.
-        push(&["--ipc", "none", "--log-driver", "none", "--restart", "no"]);
-        push(&["--oom-score-adj", "1000", "--no-healthcheck"]);
-        if podman {
-            push(&["--image-volume", "ignore", "--http-proxy=false"]);
-        }
+    /// The workspace bind mount, read-only unless `rw`, and the working folder.
+    fn workspace_mount(&self, args: &mut Args, podman: bool) {
+        let Some(path) = &self.workspace else {
+            return;
+        };
+        let source = path.to_string_lossy();
+        let readonly = match (self.workspace_mode, podman) {
+            (WorkspaceMode::ReadWrite, _) => "",
+            (WorkspaceMode::ReadOnly, true) => ",ro=true",
+            (WorkspaceMode::ReadOnly, false) => ",readonly",
+        };
+        args.push(&[
+            "--mount",
+            &format!("type=bind,source={source},target={WORKSPACE_TARGET}{readonly}"),
+            "--workdir",
+            WORKSPACE_TARGET,
+        ]);
+    }
+}
 
-        if let Some(path) = &self.workspace {
-            let source = path.to_string_lossy();
-            let readonly = match (self.workspace_mode, podman) {
-                (WorkspaceMode::ReadWrite, _) => "",
-                (WorkspaceMode::ReadOnly, true) => ",ro=true",
-                (WorkspaceMode::ReadOnly, false) => ",readonly",
-            };
-            push(&[
-                "--mount",
-                &format!("type=bind,source={source},target={WORKSPACE_TARGET}{readonly}"),
-                "--workdir",
-                WORKSPACE_TARGET,
-            ]);
-        }
+/// The engine arguments being built.
+struct Args(Vec<String>);
 
-        // Only KEY=VALUE pairs from the spec: a bare `--env KEY` would copy the host's value.
-        for (key, value) in &self.environment {
-            push(&["--env", &format!("{key}={value}")]);
-        }
-
-        // The image's ENTRYPOINT could reinterpret the argv, so argv[0] replaces it.
-        push(&["--entrypoint", &argv[0], &self.image]);
-        args.extend(argv[1..].iter().cloned());
-
-        Ok(Invocation {
-            program: self.engine.program.clone(),
-            args: args.into_iter().map(OsString::from).collect(),
-        })
+impl Args {
+    fn push(&mut self, items: &[&str]) {
+        self.0.extend(items.iter().map(|s| (*s).to_owned()));
     }
 }

@@ -95,8 +95,9 @@ impl Engine {
     }
 }
 
-/// True when `program` is a file in one of the `PATH` directories.
-pub(crate) fn on_path(program: &str) -> bool {
+/// True when `program` is a file in one of the `PATH` directories: how engines and their
+/// helpers are found.
+pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }

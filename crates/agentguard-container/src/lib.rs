@@ -24,7 +24,7 @@ mod values;
 
 pub use argv::{Invocation, RunIdentity, WORKSPACE_TARGET};
 pub use builder::ContainerSpecBuilder;
-pub use engine::{Engine, EngineKind};
+pub use engine::{Engine, EngineKind, on_path};
 pub use error::{Error, Result, RunError};
 pub use executor::{ContainerExecutor, DEFAULT_DRAIN_GRACE};
 pub use process::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START};

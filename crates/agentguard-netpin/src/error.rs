@@ -199,6 +199,21 @@ impl From<PinError> for FetchError {
 }
 
 impl FetchError {
+    /// Every reason code a fetch reports besides the policy's own denials (docs/netpin.md
+    /// lists them; tidy checks the two agree).
+    pub const REASONS: &[&str] = &[
+        "invalid_url",
+        reason::TOO_MANY_ANSWERS,
+        "redirect_refused",
+        "body_too_large",
+        "timeout",
+        reason::DNS_FAILURE,
+        reason::CONNECT_FAILED,
+        "tls_error",
+        "http_error",
+        "audit_failed",
+    ];
+
     /// The stable reason code, as recorded in the audit log and printed by the CLI.
     pub fn reason(&self) -> &'static str {
         match self {

@@ -84,3 +84,64 @@ fn refused_urls_say_why() {
         );
     }
 }
+
+#[test]
+fn every_fetch_error_reports_a_listed_reason() {
+    use std::time::Duration;
+
+    use crate::{DialError, FetchError, PinError, UrlError};
+    use agentguard_policy::{Denial, Reason};
+
+    let errors = [
+        FetchError::InvalidUrl(UrlError::Syntax("x".into())),
+        FetchError::Denied(Denial {
+            reason: Reason::DomainNotAllowed,
+            message: "x".into(),
+        }),
+        FetchError::Pin(PinError::Dns {
+            name: "x".into(),
+            source: "nxdomain".into(),
+        }),
+        FetchError::Pin(PinError::TooManyAnswers {
+            name: "x".into(),
+            count: 40,
+            limit: 32,
+        }),
+        FetchError::Dial(DialError::Timeout {
+            limit: Duration::from_secs(1),
+        }),
+        FetchError::Dial(DialError::Connect {
+            name: "x".into(),
+            attempts: "x".into(),
+        }),
+        FetchError::Timeout {
+            stage: "fetch",
+            limit: Duration::from_secs(1),
+        },
+        FetchError::Tls {
+            addr: "127.0.0.2:443".parse().unwrap(),
+            source: std::io::Error::other("x"),
+        },
+        FetchError::Http("x".into()),
+        FetchError::Redirect {
+            status: 302,
+            location: "x".into(),
+        },
+        FetchError::BodyTooLarge { limit: 1 },
+        FetchError::Audit(agentguard_audit::Error::WeakKey { min: 16, len: 1 }),
+    ];
+    for error in &errors {
+        let code = error.reason();
+        assert!(
+            FetchError::REASONS.contains(&code) || Reason::ALL.iter().any(|r| r.code() == code),
+            "{code} is not listed"
+        );
+    }
+    let seen: Vec<&str> = errors.iter().map(FetchError::reason).collect();
+    for listed in FetchError::REASONS {
+        assert!(
+            seen.contains(listed),
+            "{listed} is listed but never reported"
+        );
+    }
+}

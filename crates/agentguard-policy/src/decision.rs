@@ -28,6 +28,17 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in the order docs/policy.md lists them (tidy checks the two agree).
+    pub const ALL: &[Reason] = &[
+        Reason::CommandNotAllowed,
+        Reason::InvalidHost,
+        Reason::DomainNotAllowed,
+        Reason::PortNotAllowed,
+        Reason::IpLiteralNotAllowed,
+        Reason::NonPublicAddress,
+        Reason::NoAddresses,
+    ];
+
     /// The stable snake_case code, as used in audit events, HTTP headers and JSON output.
     pub const fn code(self) -> &'static str {
         match self {

@@ -189,7 +189,18 @@ fn respond(query: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
         }
     };
     drop(state);
+    Some(reply(query, question_end, qtype, rcode, &answers, ttl))
+}
 
+/// The reply to the question at `query[12..question_end]`: the answers, or for none, an SOA.
+fn reply(
+    query: &[u8],
+    question_end: usize,
+    qtype: u16,
+    rcode: u16,
+    answers: &[IpAddr],
+    ttl: u32,
+) -> Vec<u8> {
     let mut reply = Vec::with_capacity(512);
     reply.extend_from_slice(&query[..2]);
     let rd = u16::from_be_bytes([query[2], query[3]]) & 0x0100;
@@ -207,7 +218,7 @@ fn respond(query: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
         reply.extend_from_slice(&qtype.to_be_bytes());
         reply.extend_from_slice(&1u16.to_be_bytes());
         reply.extend_from_slice(&ttl.to_be_bytes());
-        match ip {
+        match *ip {
             IpAddr::V4(v4) => {
                 reply.extend_from_slice(&4u16.to_be_bytes());
                 reply.extend_from_slice(&v4.octets());
@@ -230,5 +241,5 @@ fn respond(query: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
             reply.extend_from_slice(&value.to_be_bytes());
         }
     }
-    Some(reply)
+    reply
 }

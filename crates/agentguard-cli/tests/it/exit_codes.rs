@@ -58,7 +58,7 @@ fn a_signal_kills_the_container_by_name_and_exits_130_or_143() {
     let engine = FakeEngine::new();
     let cfg = config(dir.path(), &engine, 60);
     for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentguard"))
+        let child = Command::new(env!("CARGO_BIN_EXE_agentguard"))
             .args(["run", "--config", &cfg, "sleepy"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

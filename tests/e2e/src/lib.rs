@@ -1,0 +1,194 @@
+//! The environment of the e2e tests: which engine and runtime to test, the images, the
+//! binary, and folders owned by a given user. `cargo xtask e2e` sets it up and runs
+//! `cargo test -p agentguard-e2e` once per engine/runtime combination.
+//!
+//! The tests check the environment, not a cfg (matklad): without `AGENTGUARD_E2E_ENGINE`
+//! every test prints a loud SKIPPED line and passes, so `cargo test --workspace` runs on any
+//! machine, and `cargo xtask e2e --require ...` is what makes a missing engine fail.
+
+#![warn(missing_docs)]
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use agentguard_container::{ContainerSpec, ContainerSpecBuilder, Engine, EngineKind, RunResult};
+use anyhow::{Context, Result, bail};
+
+/// The probe, run with `sh -c` inside the container.
+pub const PROBE: &str = include_str!("../probe.sh");
+
+/// The engine to test: `docker` or `podman`.
+pub const ENV_ENGINE: &str = "AGENTGUARD_E2E_ENGINE";
+/// The OCI runtime (`runc`, `runsc`); unset means the engine's default.
+pub const ENV_RUNTIME: &str = "AGENTGUARD_E2E_RUNTIME";
+/// The busybox probe image, built by xtask.
+pub const ENV_PROBE_IMAGE: &str = "AGENTGUARD_E2E_PROBE_IMAGE";
+/// The debootstrap image with python3 and pytest, built by xtask.
+pub const ENV_PYTEST_IMAGE: &str = "AGENTGUARD_E2E_PYTEST_IMAGE";
+/// The `agentguard` binary to test.
+pub const ENV_BINARY: &str = "AGENTGUARD_E2E_BINARY";
+/// A variable set in the test's environment that must never reach a container.
+pub const CANARY: &str = "AGENTGUARD_E2E_CANARY";
+
+/// One engine and runtime under test, and what xtask prepared for it.
+#[derive(Debug, Clone)]
+pub struct Combo {
+    /// The engine family.
+    pub engine: EngineKind,
+    /// `None` for the engine's default runtime.
+    pub runtime: Option<String>,
+    /// The busybox probe image.
+    pub probe_image: String,
+    /// The pytest image.
+    pub pytest_image: String,
+    /// The `agentguard` binary.
+    pub binary: PathBuf,
+}
+
+impl Combo {
+    /// The combination to test, or `None` (after a loud SKIPPED line) when e2e is not set up.
+    pub fn from_env(test: &str) -> Result<Option<Combo>> {
+        let Some(engine) = std::env::var_os(ENV_ENGINE) else {
+            // Written to the stderr handle, not with `eprintln!`, so that the test harness
+            // does not capture it: a skip is always visible.
+            let _ = writeln!(
+                std::io::stderr(),
+                "!!!!! SKIPPED e2e {test}: {ENV_ENGINE} is not set (run `cargo xtask e2e`) !!!!!"
+            );
+            return Ok(None);
+        };
+        let engine = match engine.to_str() {
+            Some("docker") => EngineKind::Docker,
+            Some("podman") => EngineKind::Podman,
+            other => bail!("{ENV_ENGINE}={other:?}: expected docker or podman"),
+        };
+        let var = |name: &str| {
+            std::env::var(name)
+                .with_context(|| format!("{name} is not set (run `cargo xtask e2e`)"))
+        };
+        Ok(Some(Combo {
+            engine,
+            runtime: std::env::var(ENV_RUNTIME).ok().filter(|r| !r.is_empty()),
+            probe_image: var(ENV_PROBE_IMAGE)?,
+            pytest_image: var(ENV_PYTEST_IMAGE)?,
+            binary: PathBuf::from(var(ENV_BINARY)?),
+        }))
+    }
+
+    /// `docker+runc`, `podman+runsc`, ...
+    pub fn label(&self) -> String {
+        format!(
+            "{}+{}",
+            self.engine,
+            self.runtime.as_deref().unwrap_or("runc")
+        )
+    }
+
+    /// True under gVisor.
+    pub fn gvisor(&self) -> bool {
+        self.runtime.as_deref() == Some("runsc")
+    }
+
+    /// The engine's program name.
+    pub fn program(&self) -> &'static str {
+        self.engine.program_name()
+    }
+
+    /// A spec builder for this engine and runtime with `image`.
+    pub fn builder(&self, image: &str) -> ContainerSpecBuilder {
+        let builder = ContainerSpec::builder(image).engine(Engine::of_kind(self.engine));
+        match &self.runtime {
+            Some(runtime) => builder.runtime(runtime),
+            None => builder,
+        }
+    }
+
+    /// The `runtime = "..."` line of a config file, or nothing.
+    pub fn runtime_line(&self) -> String {
+        self.runtime
+            .as_ref()
+            .map(|r| format!("runtime = \"{r}\"\n"))
+            .unwrap_or_default()
+    }
+
+    /// A name unique to this process, combination and purpose.
+    pub fn unique(&self, what: &str) -> String {
+        format!(
+            "e2e-{}-{}-{what}",
+            std::process::id(),
+            self.label().replace('+', "-")
+        )
+    }
+}
+
+/// A folder under the workspace's `target/` with a marker file, owned by `owner`, removed on
+/// drop.
+#[derive(Debug)]
+pub struct Folder(pub PathBuf);
+
+impl Folder {
+    /// Creates the folder (mode 0755) with `marker` in it, owned by `owner` (e2e runs as root).
+    pub fn new(name: &str, owner: (u32, u32)) -> Result<Folder> {
+        let path = workspace_root().join("target/e2e").join(name);
+        if path.exists() {
+            fs::remove_dir_all(&path)?;
+        }
+        fs::create_dir_all(&path)?;
+        fs::write(path.join("marker"), "hello from the host\n")?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755))?;
+        std::os::unix::fs::chown(&path, Some(owner.0), Some(owner.1))
+            .with_context(|| format!("chown {} (e2e runs as root)", path.display()))?;
+        Ok(Folder(path))
+    }
+
+    /// A path inside the folder.
+    pub fn join(&self, rest: impl AsRef<Path>) -> PathBuf {
+        self.0.join(rest)
+    }
+}
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The workspace root (two levels above this crate).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Runs a command quietly and returns its output, whatever the exit status.
+pub fn output(program: &str, args: &[&str]) -> Result<Output> {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("starting {program}"))
+}
+
+/// Text of stdout, trimmed.
+pub fn stdout_text(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// A one-line description of a run, for failure messages.
+pub fn summary(r: &RunResult) -> String {
+    format!(
+        "status {} exit {:?} in {:?}, {} bytes out; stderr {:?}",
+        r.status.as_str(),
+        r.exit_code,
+        r.duration,
+        r.stdout.len(),
+        String::from_utf8_lossy(&r.stderr)
+            .chars()
+            .take(200)
+            .collect::<String>()
+    )
+}

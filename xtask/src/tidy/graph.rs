@@ -1,0 +1,153 @@
+//! Checks over the manifests, read through `cargo metadata`: every crate inherits the
+//! workspace lints, libraries use thiserror (never anyhow or clap), the policy crate keeps its
+//! short dependency list, and the crate graph is DESIGN.md's.
+//!
+//! The graph rules: `policy` and `audit` depend on no other agentguard crate; `container`,
+//! `netpin` and `egress` sit on them and not on each other, except `egress -> netpin`; only
+//! the CLI composes everything. A new agentguard crate must be given its rule here.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use super::rel;
+
+/// Each agentguard package and the agentguard crates its normal dependencies may name.
+const GRAPH: &[(&str, &[&str])] = &[
+    ("agentguard-policy", &[]),
+    ("agentguard-audit", &[]),
+    (
+        "agentguard-container",
+        &["agentguard-policy", "agentguard-audit"],
+    ),
+    (
+        "agentguard-netpin",
+        &["agentguard-policy", "agentguard-audit"],
+    ),
+    (
+        "agentguard-egress",
+        &["agentguard-policy", "agentguard-audit", "agentguard-netpin"],
+    ),
+    ("agentguard-test-support", &[]),
+    ("agentguard-e2e", &["agentguard-container"]),
+    (
+        "agentguard-cli",
+        &[
+            "agentguard-policy",
+            "agentguard-audit",
+            "agentguard-container",
+            "agentguard-netpin",
+            "agentguard-egress",
+        ],
+    ),
+];
+
+/// What the pure policy crate may depend on.
+const POLICY_DEPS: &[&str] = &["idna", "ipnet", "thiserror"];
+
+pub(super) fn check(root: &Path, problems: &mut Vec<String>) -> Result<()> {
+    let output = Command::new("cargo")
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .context("running cargo metadata")?;
+    if !output.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let metadata: Value = serde_json::from_slice(&output.stdout).context("cargo metadata")?;
+    let packages = metadata["packages"].as_array().context("no packages")?;
+    for package in packages {
+        let name = package["name"].as_str().unwrap_or_default();
+        let manifest = package["manifest_path"].as_str().unwrap_or_default();
+        let manifest_name = rel(root, Path::new(manifest));
+        let text = std::fs::read_to_string(manifest)?;
+        if !text.contains("[lints]\nworkspace = true") {
+            problems.push(format!(
+                "{manifest_name}: every crate inherits the workspace lints (`[lints] workspace = true`)"
+            ));
+        }
+        let deps: Vec<&str> = package["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| d["kind"].is_null())
+            .filter_map(|d| d["name"].as_str())
+            .collect();
+        rules(name, &manifest_name, &deps, problems);
+    }
+    Ok(())
+}
+
+/// The rules for one package and its normal dependencies.
+fn rules(name: &str, manifest: &str, deps: &[&str], problems: &mut Vec<String>) {
+    let library =
+        name.starts_with("agentguard-") && !["agentguard-cli", "agentguard-e2e"].contains(&name);
+    if library {
+        for banned in ["anyhow", "clap"] {
+            if deps.contains(&banned) {
+                problems.push(format!("{manifest}: libraries use thiserror, not {banned}"));
+            }
+        }
+    }
+    if name == "agentguard-policy" {
+        for dep in deps.iter().filter(|d| !POLICY_DEPS.contains(d)) {
+            problems.push(format!(
+                "{manifest}: the policy crate is pure; dependency `{dep}` is not on its short list"
+            ));
+        }
+    }
+    if !name.starts_with("agentguard-") {
+        return;
+    }
+    let Some((_, allowed)) = GRAPH.iter().find(|(package, _)| *package == name) else {
+        problems.push(format!(
+            "{manifest}: {name} has no rule in tidy's crate graph; add one that keeps DESIGN.md's shape"
+        ));
+        return;
+    };
+    for dep in deps.iter().filter(|d| d.starts_with("agentguard-")) {
+        if !allowed.contains(dep) {
+            problems.push(format!(
+                "{manifest}: {name} must not depend on {dep} (DESIGN.md's crate graph)"
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_graph_rules_refuse_a_sideways_arrow() {
+        let mut problems = Vec::new();
+        super::rules(
+            "agentguard-container",
+            "c",
+            &["agentguard-egress", "agentguard-policy"],
+            &mut problems,
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("must not depend on agentguard-egress"));
+        let mut problems = Vec::new();
+        super::rules(
+            "agentguard-audit",
+            "a",
+            &["agentguard-policy", "anyhow"],
+            &mut problems,
+        );
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        let mut problems = Vec::new();
+        super::rules("agentguard-new", "n", &[], &mut problems);
+        assert!(problems[0].contains("no rule"), "{problems:?}");
+    }
+}
