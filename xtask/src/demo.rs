@@ -100,20 +100,8 @@ fn show(
         args.join(" ")
     );
     let mut command = std::process::Command::new(program);
+    agentguard_test_support::clean_client_env(&mut command);
     command.args(args).envs(env.iter().copied());
-    for var in [
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "CURL_CA_BUNDLE",
-        "HTTPS_PROXY",
-        "https_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-        "NO_PROXY",
-        "no_proxy",
-    ] {
-        command.env_remove(var);
-    }
     let out = command.output()?;
     print!(
         "{}{}",

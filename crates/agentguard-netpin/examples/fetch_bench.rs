@@ -14,17 +14,7 @@ const UPSTREAM: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 
 fn timed(mut command: Command) -> Duration {
     // Neither client may pick up a CA bundle or a proxy from this machine's environment.
-    for var in [
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "CURL_CA_BUNDLE",
-        "HTTPS_PROXY",
-        "https_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-    ] {
-        command.env_remove(var);
-    }
+    agentguard_test_support::clean_client_env(&mut command);
     let start = Instant::now();
     let out = command
         .stderr(Stdio::piped())

@@ -8,12 +8,14 @@
 
 #![warn(missing_docs)]
 
+mod clients;
 mod dns;
 mod echo;
 mod engine;
 mod listener;
 mod tls;
 
+pub use clients::{CLIENT_ENV, clean_client_env};
 pub use dns::FakeDns;
 pub use echo::EchoServer;
 pub use engine::FakeEngine;

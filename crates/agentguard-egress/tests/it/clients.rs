@@ -5,26 +5,9 @@
 use std::process::{Command, Output};
 
 use agentguard_egress::EgressProxy;
-use agentguard_test_support::{TestCa, TlsUpstream};
+use agentguard_test_support::{CLIENT_ENV as CLEAR, TestCa, TlsUpstream};
 
 use crate::{Env, GOOD};
-
-/// Variables on our machines that would make a client trust another CA or use another proxy.
-const CLEAR: &[&str] = &[
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "CURL_CA_BUNDLE",
-    "REQUESTS_CA_BUNDLE",
-    "PIP_CERT",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-    "no_proxy",
-];
 
 struct Setup {
     env: Env,

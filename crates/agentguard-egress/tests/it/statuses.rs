@@ -178,6 +178,10 @@ async fn an_allowed_name_is_tunneled_to_the_checked_address_and_audited() {
         "the canonical target is what is logged"
     );
     assert_eq!(records[0].data["dialed"], format!("127.0.0.2:{p}"));
+    assert_eq!(
+        records[0].data["rule"], "pkgs.example.test",
+        "the allowlist pattern that matched is recorded"
+    );
     assert_eq!(records[1].kind, Kind::EgressClose);
     assert_eq!(records[1].data["bytes_up"], 24);
     assert_eq!(records[1].data["bytes_down"], 24);

@@ -352,6 +352,10 @@ async fn every_outcome_is_audited() {
         format!("127.0.0.2:{}", net.port())
     );
     assert_eq!(records[0].data["status"], 200);
+    assert_eq!(
+        records[0].data["rule"], "pkgs.example.test",
+        "the allowlist pattern that matched is recorded"
+    );
     assert_eq!(records[0].subject["url"], net.url("pkgs.example.test", "/"));
     assert_eq!(
         (records[1].decision, records[1].reason.as_str()),
