@@ -26,20 +26,7 @@ pub const MIN_KEY_LEN: usize = 16;
 /// Writes the canonical JSON form of `value` to `out`.
 pub(crate) fn canonical(value: &Value, out: &mut String) {
     match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                push_string(key, out);
-                out.push(':');
-                canonical(&map[key], out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => canonical_map(map, out),
         Value::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -53,6 +40,22 @@ pub(crate) fn canonical(value: &Value, out: &mut String) {
         Value::String(s) => push_string(s, out),
         other => out.push_str(&other.to_string()),
     }
+}
+
+/// Writes the canonical JSON form of an object: keys sorted by byte order, no whitespace.
+pub(crate) fn canonical_map(map: &Map<String, Value>, out: &mut String) {
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    out.push('{');
+    for (i, key) in keys.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_string(key, out);
+        out.push(':');
+        canonical(&map[key], out);
+    }
+    out.push('}');
 }
 
 fn push_string(s: &str, out: &mut String) {
@@ -127,6 +130,35 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The fields of a line, in reading order; `hash` and `hmac` follow them.
+const LINE_FIELDS: [&str; 9] = [
+    "v", "seq", "ts", "kind", "decision", "reason", "subject", "data", "prev",
+];
+
+/// The one serialization of a record as a line, ending in `\n`: the fields in reading order,
+/// each value in canonical form, then `hash` and `hmac`. The writer produces it, and the
+/// verifier accepts a line only if it is exactly this serialization of what it carries.
+pub(crate) fn line(fields: &Map<String, Value>, hash: &str, hmac: Option<&str>) -> String {
+    let mut line = String::with_capacity(512);
+    line.push('{');
+    for (i, key) in LINE_FIELDS.iter().enumerate() {
+        if i > 0 {
+            line.push(',');
+        }
+        push_string(key, &mut line);
+        line.push(':');
+        canonical(fields.get(*key).unwrap_or(&Value::Null), &mut line);
+    }
+    line.push_str(",\"hash\":");
+    push_string(hash, &mut line);
+    if let Some(tag) = hmac {
+        line.push_str(",\"hmac\":");
+        push_string(tag, &mut line);
+    }
+    line.push_str("}\n");
+    line
+}
+
 /// The running state of a chain: the next sequence number and the previous hash.
 #[derive(Debug, Clone)]
 pub(crate) struct Chain {
@@ -152,8 +184,9 @@ impl Chain {
         }
     }
 
-    /// Seals `event` at `now` and advances the chain.
-    pub(crate) fn seal(&mut self, event: &Event, now: SystemTime) -> Sealed {
+    /// Seals `event` at `now` and advances the chain; an event whose line would be longer
+    /// than [`crate::MAX_LINE_BYTES`] is refused and the chain does not move.
+    pub(crate) fn seal(&mut self, event: &Event, now: SystemTime) -> Result<Sealed> {
         let seq = self.next_seq;
         let mut fields = Map::new();
         fields.insert("v".into(), SCHEMA_VERSION.into());
@@ -165,40 +198,20 @@ impl Chain {
         fields.insert("subject".into(), Value::Object(event.subject.clone()));
         fields.insert("data".into(), Value::Object(event.data.clone()));
         fields.insert("prev".into(), self.prev.clone().into());
-        let object = Value::Object(fields);
         let mut canon = String::with_capacity(256);
-        canonical(&object, &mut canon);
+        canonical_map(&fields, &mut canon);
         let hash = sha256_hex(canon.as_bytes());
         let hmac = self.key.as_ref().map(|k| k.sign(canon.as_bytes()));
 
-        // The line shows the fields in reading order; the verifier re-canonicalizes.
-        let mut line = String::with_capacity(canon.len() + 160);
-        line.push('{');
-        for (i, key) in [
-            "v", "seq", "ts", "kind", "decision", "reason", "subject", "data", "prev",
-        ]
-        .iter()
-        .enumerate()
-        {
-            if i > 0 {
-                line.push(',');
-            }
-            push_string(key, &mut line);
-            line.push(':');
-            canonical(&object[*key], &mut line);
+        let line = line(&fields, &hash, hmac.as_deref());
+        if line.len() > crate::MAX_LINE_BYTES {
+            return Err(Error::EventTooLarge {
+                bytes: line.len(),
+                limit: crate::MAX_LINE_BYTES,
+            });
         }
-        line.push_str(",\"hash\":\"");
-        line.push_str(&hash);
-        line.push('"');
-        if let Some(tag) = hmac {
-            line.push_str(",\"hmac\":\"");
-            line.push_str(&tag);
-            line.push('"');
-        }
-        line.push_str("}\n");
-
         self.next_seq += 1;
         self.prev.clone_from(&hash);
-        Sealed { seq, hash, line }
+        Ok(Sealed { seq, hash, line })
     }
 }

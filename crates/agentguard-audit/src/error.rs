@@ -12,7 +12,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// The file could not be opened, read, written or synced.
-    #[error("audit log {path}: {action} failed")]
+    #[error("audit log {path}: {action} failed", path = path.display())]
     Io {
         /// The log file.
         path: PathBuf,
@@ -22,13 +22,24 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// Another process holds the log's write lock.
-    #[error(
-        "audit log {path} is being written by another process (its lock is held); use a different file or stop the other writer"
-    )]
-    Locked {
+    /// The path names something other than a regular file (a symbolic link, a device, a
+    /// FIFO, a directory): events written there could vanish or go elsewhere.
+    #[error("audit log {path} is {what}, not a regular file; name a regular file (it is created if it does not exist)", path = path.display())]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
+    /// The file is shorter than this writer knew it to be: someone truncated it.
+    #[error("audit log {path} shrank from {expected} to {found} bytes while open; refusing to append: keep it as evidence", path = path.display())]
+    Shrunk {
         /// The log file.
         path: PathBuf,
+        /// The length this writer knew.
+        expected: u64,
+        /// The length found.
+        found: u64,
     },
     /// The last line was cut short by a crash; appending would bury it.
     #[error("audit log {path}: {problem}; refusing to append: run `agentguard audit repair {path}` to truncate the torn tail (the repair is recorded in the log)", path = path.display())]
@@ -69,6 +80,16 @@ pub enum Error {
         key: String,
         /// The type the table gives it.
         expected: crate::ValueType,
+    },
+    /// The event would not fit on one line of the log; nothing was written.
+    #[error(
+        "the audit event is {bytes} bytes long as a line; at most {limit} are allowed (shorten its fields)"
+    )]
+    EventTooLarge {
+        /// The line's length.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
     },
     /// The HMAC key is unusable.
     #[error("the audit HMAC key must be at least {min} bytes long (got {len})")]

@@ -9,8 +9,10 @@
 #![warn(missing_docs)]
 
 mod chain;
+mod commit;
 mod error;
 mod event;
+mod file;
 mod log;
 mod options;
 mod problem;
@@ -27,7 +29,7 @@ pub use log::AuditLog;
 pub use options::{Durability, LogOptions, Repair};
 pub use problem::{Problem, ProblemKind};
 pub use sink::{AuditSink, MemorySink, Receipt};
-pub use verify::{Reader, Summary, verify};
+pub use verify::{MAX_LINE_BYTES, Reader, Summary, verify};
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,5 @@
-//! The JSONL file log: one sealed record per line, appended by many threads at once.
+//! The JSONL file log: one sealed record per line, appended by many threads and many
+//! processes at once.
 //!
 //! # Wire format
 //!
@@ -10,28 +11,38 @@
 //!
 //! # Durability and concurrency
 //!
-//! A mutex orders appends: sealing (sequence number, timestamp, hash) and writing a line
-//! happen under it, so lines never interleave and sequence numbers never repeat. What
-//! `record` waits for after that depends on [`Durability`]. In fsync mode the fsync happens
-//! outside the mutex, and concurrent writers share it (group commit): one thread syncs
-//! everything written so far while the others wait for a sync that covers their line.
-//! An exclusive `flock` keeps a second process from appending to the same file.
+//! Within a process a mutex orders appends; across processes the file's exclusive lock does
+//! (see the file module): an append takes the lock, continues the chain from whatever another
+//! writer appended since, seals and writes its line, so lines never interleave and sequence
+//! numbers never repeat. The lock is a lease: it stays with this handle while it keeps
+//! appending, and a background thread gives it back after 1 ms without an append, or after
+//! 10 ms in any case, so a handle that appends alone pays no lock system call per event and
+//! another writer waits at most that long. In buffered mode the lease lasts until the buffer
+//! is written (the flush interval), since buffered lines are sealed before they are written.
+//! In fsync mode the fsync happens outside both, and concurrent writers of this handle share
+//! it (group commit).
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use crate::chain::{Chain, Key, sha256_hex};
+use crate::chain::sha256_hex;
+use crate::commit::{GroupCommit, lock};
 use crate::error::{Error, Result};
 use crate::event::{Decision, Event, Kind};
+use crate::file::{Position, catch_up, io, open, resume};
 use crate::options::{Durability, LogOptions, Repair};
-use crate::problem::ProblemKind;
 use crate::sink::{AuditSink, Receipt};
-use crate::verify::Reader;
+
+/// How much buffered mode keeps before it writes without waiting for the interval.
+const BUFFER: usize = 64 * 1024;
+/// The lease on the file's lock ends this long after the last append...
+const LEASE_IDLE: Duration = Duration::from_millis(1);
+/// ...and this long after it began, whatever the appends.
+const LEASE_MAX: Duration = Duration::from_millis(10);
 
 /// An append-only, hash-chained JSONL audit log.
 pub struct AuditLog {
@@ -42,145 +53,75 @@ pub struct AuditLog {
 struct Inner {
     path: PathBuf,
     durability: Durability,
+    flush_interval: Duration,
     state: Mutex<State>,
-    /// A second handle on the file, so fsync runs without holding the append mutex.
-    sync_file: File,
-    /// One past the highest sequence number whose line has reached the operating system.
-    written: AtomicU64,
-    sync: Mutex<SyncState>,
-    synced: Condvar,
-    stop: Mutex<bool>,
-    stop_signal: Condvar,
+    /// Wakes the lease thread when this handle takes the lock, and at drop.
+    lease: Condvar,
+    commit: GroupCommit,
 }
 
 struct State {
-    chain: Chain,
-    out: BufWriter<File>,
-    dirty: bool,
+    file: File,
+    position: Position,
+    /// Sealed lines not yet written (buffered mode).
+    pending: Vec<u8>,
+    /// When this handle took the file's lock, while it holds it.
+    locked: Option<Instant>,
+    last_append: Instant,
     poisoned: Option<String>,
-}
-
-struct SyncState {
-    /// One past the highest sequence number known to be on stable storage.
-    synced: u64,
-    syncing: bool,
-    error: Option<String>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn io<'a>(path: &'a Path, action: &'static str) -> impl FnOnce(std::io::Error) -> Error + 'a {
-    move |source| Error::Io {
-        path: path.to_owned(),
-        action,
-        source,
-    }
-}
-
-fn open_locked(path: &Path) -> Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(io(path, "open"))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
-            path: path.to_owned(),
-        }),
-        Err(std::fs::TryLockError::Error(e)) => Err(io(path, "lock")(e)),
-    }
-}
-
-/// Verifies the existing content and returns the chain to continue.
-fn resume(path: &Path, file: &File, key: Option<Key>) -> Result<Chain> {
-    // The clone shares the file offset; read from the start whatever was done before.
-    let mut handle = file.try_clone().map_err(io(path, "open"))?;
-    handle.seek(SeekFrom::Start(0)).map_err(io(path, "read"))?;
-    let mut reader = Reader::new(BufReader::new(handle), key.clone());
-    for item in reader.by_ref() {
-        if let Err(problem) = item {
-            return Err(match problem.kind {
-                ProblemKind::TornTail => Error::TornTail {
-                    path: path.to_owned(),
-                    problem,
-                },
-                ProblemKind::MissingSignature if problem.line == 1 => Error::KeyMismatch {
-                    path: path.to_owned(),
-                    reason: "the log is not signed, so it cannot be continued with a key; start a new log to sign events".into(),
-                },
-                _ => Error::Corrupt {
-                    path: path.to_owned(),
-                    problem,
-                },
-            });
-        }
-    }
-    let summary = reader.summary();
-    if summary.signed && key.is_none() {
-        return Err(Error::KeyMismatch {
-            path: path.to_owned(),
-            reason: "the log is signed; supply its HMAC key to continue it".into(),
-        });
-    }
-    Ok(Chain {
-        next_seq: summary.next_seq,
-        prev: summary.head.clone(),
-        key,
-    })
+    stop: bool,
 }
 
 impl AuditLog {
     /// Opens (or creates) a log and continues its chain.
     ///
-    /// The existing content is verified first. A torn last line (a crash mid-write) is refused
-    /// with [`Error::TornTail`]: call [`AuditLog::repair`]. Any other problem is refused with
-    /// [`Error::Corrupt`], since appending to a tampered log would hide the tampering.
+    /// The file must be a regular file ([`Error::NotRegularFile`] otherwise). The existing
+    /// content is verified first, under the file's lock. A torn last line (a crash mid-write)
+    /// is refused with [`Error::TornTail`]: call [`AuditLog::repair`]. Any other problem is
+    /// refused with [`Error::Corrupt`], since appending to a tampered log would hide the
+    /// tampering. Other processes may have the same log open and append to it too.
     pub fn open(path: impl AsRef<Path>, options: LogOptions) -> Result<AuditLog> {
         let path = path.as_ref();
-        let file = open_locked(path)?;
-        AuditLog::from_locked(path, file, options)
+        let file = open(path)?;
+        file.lock().map_err(io(path, "lock"))?;
+        let position = resume(path, &file, options.key.clone());
+        file.unlock().map_err(io(path, "unlock"))?;
+        AuditLog::from_parts(path, file, position?, options)
     }
 
-    fn from_locked(path: &Path, file: File, options: LogOptions) -> Result<AuditLog> {
-        let chain = resume(path, &file, options.key.clone())?;
+    fn from_parts(
+        path: &Path,
+        file: File,
+        position: Position,
+        options: LogOptions,
+    ) -> Result<AuditLog> {
         let sync_file = file.try_clone().map_err(io(path, "open"))?;
-        let next = chain.next_seq;
+        let next = position.chain.next_seq;
         let inner = Arc::new(Inner {
             path: path.to_owned(),
             durability: options.durability,
+            flush_interval: options.flush_interval,
             state: Mutex::new(State {
-                chain,
-                out: BufWriter::with_capacity(64 * 1024, file),
-                dirty: false,
+                file,
+                position,
+                pending: Vec::new(),
+                locked: None,
+                last_append: Instant::now(),
                 poisoned: None,
+                stop: false,
             }),
-            sync_file,
-            written: AtomicU64::new(next),
-            sync: Mutex::new(SyncState {
-                synced: next,
-                syncing: false,
-                error: None,
-            }),
-            synced: Condvar::new(),
-            stop: Mutex::new(false),
-            stop_signal: Condvar::new(),
+            lease: Condvar::new(),
+            commit: GroupCommit::new(path.to_owned(), sync_file, next),
         });
-        let flusher = if options.durability == Durability::Buffered {
-            let worker = Arc::clone(&inner);
-            let interval = options.flush_interval;
-            let handle = std::thread::Builder::new()
-                .name("audit-flush".into())
-                .spawn(move || worker.flush_loop(interval))
-                .map_err(io(path, "start the flush thread"))?;
-            Some(handle)
-        } else {
-            None
-        };
-        Ok(AuditLog { inner, flusher })
+        let worker = Arc::clone(&inner);
+        let flusher = std::thread::Builder::new()
+            .name("audit-lease".into())
+            .spawn(move || worker.lease_loop())
+            .map_err(io(path, "start the lease thread"))?;
+        Ok(AuditLog {
+            inner,
+            flusher: Some(flusher),
+        })
     }
 
     /// Truncates a torn last line left by a crash, and records that it did so.
@@ -189,37 +130,41 @@ impl AuditLog {
     /// ([`Error::Corrupt`]): only a torn tail is a crash artefact; anything else is evidence.
     pub fn repair(path: impl AsRef<Path>, options: LogOptions) -> Result<Repair> {
         let path = path.as_ref();
-        let mut file = open_locked(path)?;
-        match resume(path, &file, options.key.clone()) {
-            Ok(_) => Ok(Repair {
-                removed_bytes: 0,
-                line: None,
-                recorded_seq: None,
-            }),
-            Err(Error::TornTail { problem, .. }) => {
-                let mut tail = Vec::new();
-                file.seek(SeekFrom::Start(problem.offset))
-                    .map_err(io(path, "read"))?;
-                file.read_to_end(&mut tail).map_err(io(path, "read"))?;
-                file.set_len(problem.offset).map_err(io(path, "truncate"))?;
-                file.sync_all().map_err(io(path, "fsync"))?;
-                let log = AuditLog::from_locked(path, file, options)?;
-                let receipt = log.record(
-                    Event::new(Kind::LogRepaired, Decision::Allow, "torn_tail_truncated")
-                        .subject("path", path.to_string_lossy().as_ref())
-                        .data("line", problem.line)
-                        .data("removed_bytes", tail.len() as u64)
-                        .data("removed_sha256", sha256_hex(&tail)),
-                )?;
-                log.sync()?;
-                Ok(Repair {
-                    removed_bytes: tail.len() as u64,
-                    line: Some(problem.line),
-                    recorded_seq: Some(receipt.seq),
-                })
+        let mut file = open(path)?;
+        file.lock().map_err(io(path, "lock"))?;
+        let problem = match resume(path, &file, options.key.clone()) {
+            Ok(_) => {
+                return Ok(Repair {
+                    removed_bytes: 0,
+                    line: None,
+                    recorded_seq: None,
+                });
             }
-            Err(other) => Err(other),
-        }
+            Err(Error::TornTail { problem, .. }) => problem,
+            Err(other) => return Err(other),
+        };
+        let mut tail = Vec::new();
+        file.seek(SeekFrom::Start(problem.offset))
+            .map_err(io(path, "read"))?;
+        file.read_to_end(&mut tail).map_err(io(path, "read"))?;
+        file.set_len(problem.offset).map_err(io(path, "truncate"))?;
+        file.sync_all().map_err(io(path, "fsync"))?;
+        let position = resume(path, &file, options.key.clone())?;
+        file.unlock().map_err(io(path, "unlock"))?;
+        let log = AuditLog::from_parts(path, file, position, options)?;
+        let receipt = log.record(
+            Event::new(Kind::LogRepaired, Decision::Allow, "torn_tail_truncated")
+                .subject("path", path.to_string_lossy().as_ref())
+                .data("line", problem.line)
+                .data("removed_bytes", tail.len() as u64)
+                .data("removed_sha256", sha256_hex(&tail)),
+        )?;
+        log.sync()?;
+        Ok(Repair {
+            removed_bytes: tail.len() as u64,
+            line: Some(problem.line),
+            recorded_seq: Some(receipt.seq),
+        })
     }
 
     /// The log's path.
@@ -234,12 +179,10 @@ impl AuditLog {
 
     /// Writes buffered events and syncs them to stable storage.
     pub fn sync(&self) -> Result<()> {
-        let target = {
-            let state = lock(&self.inner.state);
-            state.chain.next_seq
-        };
         self.inner.flush()?;
-        self.inner.sync_upto(target)
+        self.inner
+            .commit
+            .sync_upto(self.inner.commit.written_so_far())
     }
 }
 
@@ -250,11 +193,41 @@ impl AuditSink for AuditLog {
 }
 
 impl Inner {
-    fn poison(&self, state: &mut State, cause: String) -> Error {
-        state.poisoned.get_or_insert(cause.clone());
+    fn poisoned(&self, cause: &str) -> Error {
         Error::Poisoned {
             path: self.path.clone(),
-            cause,
+            cause: cause.to_owned(),
+        }
+    }
+
+    fn poison(&self, state: &mut State, cause: String) -> Error {
+        state.poisoned.get_or_insert(cause.clone());
+        // The lock must not outlive a failure: other writers would wait forever.
+        self.release(state);
+        self.poisoned(&cause)
+    }
+
+    /// Takes the file's lock (waiting for another writer's lease to end) and picks up the
+    /// lines other writers appended since this handle's last one.
+    fn acquire(&self, state: &mut State) -> Result<()> {
+        if state.locked.is_some() {
+            return Ok(());
+        }
+        state.file.lock().map_err(io(&self.path, "lock"))?;
+        state.locked = Some(Instant::now());
+        self.lease.notify_one();
+        let State { file, position, .. } = state;
+        if let Err(e) = catch_up(&self.path, file, position) {
+            self.release(state);
+            return Err(e);
+        }
+        self.commit.written(state.position.chain.next_seq);
+        Ok(())
+    }
+
+    fn release(&self, state: &mut State) {
+        if state.locked.take().is_some() {
+            let _ = state.file.unlock();
         }
     }
 
@@ -262,27 +235,29 @@ impl Inner {
         let sealed = {
             let mut state = lock(&self.state);
             if let Some(cause) = &state.poisoned {
-                return Err(Error::Poisoned {
-                    path: self.path.clone(),
-                    cause: cause.clone(),
-                });
+                return Err(self.poisoned(cause));
             }
-            let sealed = state.chain.seal(&event, SystemTime::now());
-            if let Err(e) = state.out.write_all(sealed.line.as_bytes()) {
-                return Err(self.poison(&mut state, format!("write: {e}")));
-            }
-            if self.durability == Durability::Buffered {
-                state.dirty = true;
-            } else {
-                if let Err(e) = state.out.flush() {
-                    return Err(self.poison(&mut state, format!("write: {e}")));
+            self.acquire(&mut state)?;
+            let sealed = match state.position.chain.seal(&event, SystemTime::now()) {
+                Ok(sealed) => sealed,
+                Err(e) => {
+                    if state.pending.is_empty() {
+                        self.release(&mut state);
+                    }
+                    return Err(e);
                 }
-                self.written.store(sealed.seq + 1, Ordering::Release);
+            };
+            state.position.end += sealed.line.len() as u64;
+            state.position.lines += 1;
+            state.last_append = Instant::now();
+            state.pending.extend_from_slice(sealed.line.as_bytes());
+            if self.durability != Durability::Buffered || state.pending.len() >= BUFFER {
+                self.write_pending(&mut state, false)?;
             }
             sealed
         };
         if self.durability == Durability::Fsync {
-            self.sync_upto(sealed.seq + 1)?;
+            self.commit.sync_upto(sealed.seq + 1)?;
         }
         Ok(Receipt {
             seq: sealed.seq,
@@ -290,84 +265,70 @@ impl Inner {
         })
     }
 
-    fn flush(&self) -> Result<()> {
-        let mut state = lock(&self.state);
-        if let Some(cause) = &state.poisoned {
-            return Err(Error::Poisoned {
-                path: self.path.clone(),
-                cause: cause.clone(),
-            });
+    /// Writes the sealed lines, and with `release`, lets go of the lock.
+    fn write_pending(&self, state: &mut State, release: bool) -> Result<()> {
+        if !state.pending.is_empty() {
+            let pending = std::mem::take(&mut state.pending);
+            if let Err(e) = state.file.write_all(&pending) {
+                return Err(self.poison(state, format!("write: {e}")));
+            }
+            self.commit.written(state.position.chain.next_seq);
         }
-        if let Err(e) = state.out.flush() {
-            return Err(self.poison(&mut state, format!("write: {e}")));
+        if release {
+            self.release(state);
         }
-        state.dirty = false;
-        self.written.store(state.chain.next_seq, Ordering::Release);
         Ok(())
     }
 
-    /// Returns once every event below `target` is on stable storage, sharing syncs with
-    /// concurrent callers: whoever finds no sync running starts one covering everything
-    /// written so far; the others wait for it.
-    fn sync_upto(&self, target: u64) -> Result<()> {
-        let mut sync = lock(&self.sync);
-        loop {
-            if sync.synced >= target {
-                return Ok(());
-            }
-            if let Some(cause) = &sync.error {
-                return Err(Error::Poisoned {
-                    path: self.path.clone(),
-                    cause: cause.clone(),
-                });
-            }
-            if sync.syncing {
-                sync = self
-                    .synced
-                    .wait(sync)
-                    .unwrap_or_else(PoisonError::into_inner);
-                continue;
-            }
-            sync.syncing = true;
-            drop(sync);
-            let covered = self.written.load(Ordering::Acquire);
-            let result = self.sync_file.sync_data();
-            sync = lock(&self.sync);
-            sync.syncing = false;
-            match result {
-                Ok(()) => sync.synced = sync.synced.max(covered),
-                Err(e) => {
-                    sync.error.get_or_insert(format!("fsync: {e}"));
-                }
-            }
-            self.synced.notify_all();
+    fn flush(&self) -> Result<()> {
+        let mut state = lock(&self.state);
+        if let Some(cause) = &state.poisoned {
+            return Err(self.poisoned(cause));
+        }
+        self.write_pending(&mut state, true)
+    }
+
+    /// When the lease on the lock ends: the flush interval for buffered lines, otherwise 1 ms
+    /// after the last append and 10 ms after it began.
+    fn lease_end(&self, state: &State, since: Instant) -> Instant {
+        if self.durability == Durability::Buffered {
+            since + self.flush_interval
+        } else {
+            (state.last_append + LEASE_IDLE).min(since + LEASE_MAX)
         }
     }
 
-    fn flush_loop(&self, interval: Duration) {
-        let mut stop = lock(&self.stop);
-        loop {
-            let (guard, _) = self
-                .stop_signal
-                .wait_timeout(stop, interval)
-                .unwrap_or_else(PoisonError::into_inner);
-            stop = guard;
-            if *stop {
-                return;
-            }
-            let dirty = lock(&self.state).dirty;
-            if dirty {
+    /// Gives the lock back when the lease ends (writing buffered lines first).
+    fn lease_loop(&self) {
+        let mut state = lock(&self.state);
+        while !state.stop {
+            let Some(since) = state.locked else {
+                state = self
+                    .lease
+                    .wait(state)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            };
+            let end = self.lease_end(&state, since);
+            let now = Instant::now();
+            if now >= end {
                 // A failure poisons the log; the next `record` reports it.
-                let _ = self.flush();
+                let _ = self.write_pending(&mut state, true);
+                continue;
             }
+            state = self
+                .lease
+                .wait_timeout(state, end - now)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
         }
     }
 }
 
 impl Drop for AuditLog {
     fn drop(&mut self) {
-        *lock(&self.inner.stop) = true;
-        self.inner.stop_signal.notify_all();
+        lock(&self.inner.state).stop = true;
+        self.inner.lease.notify_all();
         if let Some(handle) = self.flusher.take() {
             let _ = handle.join();
         }

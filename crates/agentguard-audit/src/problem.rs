@@ -31,6 +31,14 @@ pub enum ProblemKind {
     },
     /// `prev` is not the previous record's hash: a line was deleted, inserted or moved.
     BrokenChain,
+    /// The line is not byte for byte the canonical serialization of the record it carries
+    /// (duplicate or reordered keys, other escapes, whitespace).
+    NotCanonical,
+    /// The line is longer than the limit; it was not read whole.
+    LineTooLong {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// The HMAC does not match: the record or the chain was rewritten without the key.
     BadSignature,
     /// A key was given (or earlier records are signed) but this record has no HMAC.
@@ -50,6 +58,8 @@ impl fmt::Display for ProblemKind {
                 "broken sequence: expected seq {expected}, found {found} (a line was deleted, inserted or moved)"
             ),
             ProblemKind::BrokenChain => f.write_str("broken chain: prev is not the previous line's hash (a line was deleted, inserted or moved)"),
+            ProblemKind::NotCanonical => f.write_str("not canonical: the line is not exactly the writer's serialization of its record (duplicate or reordered keys, other escapes, or whitespace)"),
+            ProblemKind::LineTooLong { limit } => write!(f, "line too long: more than {limit} bytes (not read whole)"),
             ProblemKind::BadSignature => f.write_str("bad signature: the HMAC does not match (rewritten without the key, or the wrong key)"),
             ProblemKind::MissingSignature => f.write_str("missing signature: this line has no HMAC"),
         }

@@ -81,7 +81,7 @@ impl AuditSink for MemorySink {
             });
         }
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let sealed = state.0.seal(&event, SystemTime::now());
+        let sealed = state.0.seal(&event, SystemTime::now())?;
         state.1.push(sealed.line);
         Ok(Receipt {
             seq: sealed.seq,

@@ -44,13 +44,13 @@ fn a_sealed_line_has_the_documented_field_order_and_verifies() {
     let mut chain = Chain::new(None);
     let event = Event::container_run(Decision::Allow, "ok", "run_tests", "localhost/tools:latest")
         .data("exit_code", 0);
-    let sealed = chain.seal(&event, SystemTime::UNIX_EPOCH);
+    let sealed = chain.seal(&event, SystemTime::UNIX_EPOCH).unwrap();
     assert!(sealed.line.starts_with(
         r#"{"v":1,"seq":0,"ts":"1970-01-01T00:00:00.000Z","kind":"container_run","decision":"allow","reason":"ok","subject":{"command":"run_tests","image":"localhost/tools:latest"},"data":{"exit_code":0},"prev":"0000"#
     ), "{}", sealed.line);
     assert!(sealed.line.ends_with("\"}\n"));
     assert_eq!(sealed.line.matches('\n').count(), 1, "exactly one line");
-    let second = chain.seal(&event, SystemTime::UNIX_EPOCH);
+    let second = chain.seal(&event, SystemTime::UNIX_EPOCH).unwrap();
     assert_eq!(second.seq, 1);
     assert!(
         second

@@ -6,13 +6,17 @@
 //! line is detected. Deleting lines from the END of a log cannot be detected by a chain alone;
 //! [`Summary::head`] is the value to keep elsewhere (see docs/audit.md).
 
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 use serde_json::Value;
 
-use crate::chain::{GENESIS, Key, canonical, sha256_hex};
+use crate::chain::{GENESIS, Key, canonical, line, sha256_hex};
 use crate::event::{Record, SCHEMA_VERSION};
 use crate::problem::{Problem, ProblemKind};
+
+/// The longest line a log may hold, newline included: the writer refuses a larger event, and
+/// the verifier refuses a longer line after reading at most one byte past it.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
 /// What a verification (or the verified part of a log) established.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +44,8 @@ pub struct Reader<R> {
     line: u64,
     buf: Vec<u8>,
     done: bool,
+    /// Whether the log's first record (which decides if the log is signed) is behind us.
+    decided: bool,
 }
 
 impl<R: BufRead> Reader<R> {
@@ -60,7 +66,27 @@ impl<R: BufRead> Reader<R> {
             line: 0,
             buf: Vec::with_capacity(512),
             done: false,
+            decided: false,
         }
+    }
+
+    /// A reader that continues a log from its middle: the chain state after `lines` lines
+    /// ending at byte `offset`, whose signing is already decided (signed iff `key` is given).
+    pub(crate) fn continuing(
+        inner: R,
+        key: Option<Key>,
+        next_seq: u64,
+        head: &str,
+        lines: u64,
+        offset: u64,
+    ) -> Reader<R> {
+        let mut reader = Reader::new(inner, key);
+        reader.summary.next_seq = next_seq;
+        reader.summary.head = head.to_owned();
+        reader.summary.good_bytes = offset;
+        reader.line = lines;
+        reader.decided = lines > 0;
+        reader
     }
 
     /// What has verified so far.
@@ -99,6 +125,13 @@ impl<R: BufRead> Reader<R> {
         };
         let mut canon = String::with_capacity(text.len());
         canonical(&value, &mut canon);
+        // Only the writer's own serialization of what the line carries is accepted: no
+        // duplicate or reordered keys, no other escapes, no whitespace.
+        let canonical_line = match &value {
+            Value::Object(fields) => line(fields, &hash, hmac.as_deref()),
+            _ => String::new(),
+        };
+        let exact = canonical_line.as_bytes() == self.buf.as_slice();
         if let Value::Object(object) = &mut value {
             object.insert("hash".into(), Value::String(hash.clone()));
             if let Some(h) = &hmac {
@@ -109,6 +142,9 @@ impl<R: BufRead> Reader<R> {
             serde_json::from_value(value).map_err(|e| ProblemKind::BadRecord(e.to_string()))?;
         if record.v != SCHEMA_VERSION {
             return Err(ProblemKind::UnsupportedVersion(record.v));
+        }
+        if !exact {
+            return Err(ProblemKind::NotCanonical);
         }
         if sha256_hex(canon.as_bytes()) != hash {
             return Err(ProblemKind::BadHash);
@@ -123,9 +159,10 @@ impl<R: BufRead> Reader<R> {
             return Err(ProblemKind::BrokenChain);
         }
         // The first record decides whether the log is signed; every record must agree.
-        if self.summary.events == 0 && self.key.is_none() {
+        if !self.decided && self.key.is_none() {
             self.summary.signed = hmac.is_some();
         }
+        self.decided = true;
         match (&hmac, self.summary.signed) {
             (None, true) => return Err(ProblemKind::MissingSignature),
             (Some(_), false) => {
@@ -152,7 +189,12 @@ impl<R: BufRead> Iterator for Reader<R> {
             return None;
         }
         self.buf.clear();
-        match self.inner.read_until(b'\n', &mut self.buf) {
+        // Never more than one byte past the limit is read, so memory stays bounded.
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        match (&mut self.inner)
+            .take(limit)
+            .read_until(b'\n', &mut self.buf)
+        {
             Ok(0) => {
                 self.done = true;
                 return None;
@@ -164,6 +206,11 @@ impl<R: BufRead> Iterator for Reader<R> {
             }
         }
         self.line += 1;
+        if self.buf.len() > MAX_LINE_BYTES {
+            return self.problem(ProblemKind::LineTooLong {
+                limit: MAX_LINE_BYTES,
+            });
+        }
         if self.buf.last() != Some(&b'\n') {
             return self.problem(ProblemKind::TornTail);
         }

@@ -1,4 +1,4 @@
-//! The file log: concurrency, every durability mode, reopening, locking, keys, repair.
+//! The file log: concurrency, many writers, every durability mode, reopening, keys, repair.
 
 use std::collections::HashSet;
 use std::fs;
@@ -11,6 +11,12 @@ use agentguard_audit::{
 
 use crate::{key, write_log};
 
+fn event(thread: u64, i: u64) -> Event {
+    Event::fetch(Decision::Allow, "ok", "https://pkgs.example.test/")
+        .data("thread", thread)
+        .data("i", i)
+}
+
 fn storm(durability: Durability, threads: u64, per_thread: u64) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
@@ -21,13 +27,7 @@ fn storm(durability: Durability, threads: u64, per_thread: u64) {
             std::thread::spawn(move || {
                 let mut seqs = Vec::with_capacity(per_thread as usize);
                 for i in 0..per_thread {
-                    let receipt = log
-                        .record(
-                            Event::fetch(Decision::Allow, "ok", "https://pkgs.example.test/")
-                                .data("thread", t)
-                                .data("i", i),
-                        )
-                        .unwrap();
+                    let receipt = log.record(event(t, i)).unwrap();
                     seqs.push(receipt.seq);
                 }
                 seqs
@@ -89,21 +89,55 @@ fn reopening_continues_the_chain() {
 }
 
 #[test]
-fn a_second_writer_is_refused_while_the_first_holds_the_lock() {
+fn two_handles_on_one_log_both_append_and_the_chain_holds() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     let first = AuditLog::open(&path, LogOptions::default()).unwrap();
-    let second = AuditLog::open(&path, LogOptions::default());
-    assert!(
-        matches!(second, Err(Error::Locked { .. })),
-        "{:?}",
-        second.err()
-    );
-    drop(first);
-    assert!(
-        AuditLog::open(&path, LogOptions::default()).is_ok(),
-        "the lock is released on drop"
-    );
+    let second = AuditLog::open(&path, LogOptions::default()).unwrap();
+    for i in 0..5u64 {
+        let a = first.record(event(0, i)).unwrap();
+        let b = second.record(event(1, i)).unwrap();
+        assert_eq!(
+            b.seq,
+            a.seq + 1,
+            "the second handle continues after the first"
+        );
+    }
+    drop((first, second));
+    let summary = verify(fs::read(&path).unwrap().as_slice(), None).unwrap();
+    assert_eq!((summary.events, summary.next_seq), (10, 10));
+}
+
+/// Many writers, each with its own handle (its own open file and lock, as separate processes
+/// have), appending at once in every durability mode that allows it.
+#[test]
+fn eight_handles_append_at_once_without_refusing_each_other() {
+    for durability in [Durability::Flush, Durability::Fsync, Durability::Buffered] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let per = if durability == Durability::Fsync {
+            50
+        } else {
+            500
+        };
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let log =
+                        AuditLog::open(&path, LogOptions::with_durability(durability)).unwrap();
+                    for i in 0..per {
+                        log.record(event(t, i)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let summary = verify(fs::read(&path).unwrap().as_slice(), None).unwrap();
+        assert_eq!(summary.events, 8 * per, "{durability:?}");
+    }
 }
 
 #[test]
@@ -287,4 +321,50 @@ fn buffered_events_reach_the_file_on_the_interval_without_any_call() {
         1
     );
     drop(log);
+}
+
+#[test]
+fn only_a_regular_file_is_a_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let regular = dir.path().join("real.jsonl");
+    fs::write(&regular, "").unwrap();
+    let to_null = dir.path().join("to-null.jsonl");
+    std::os::unix::fs::symlink("/dev/null", &to_null).unwrap();
+    let to_regular = dir.path().join("to-real.jsonl");
+    std::os::unix::fs::symlink(&regular, &to_regular).unwrap();
+    let fifo = dir.path().join("fifo.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for (path, what) in [
+        (to_null.as_path(), "a symbolic link"),
+        (to_regular.as_path(), "a symbolic link"),
+        (std::path::Path::new("/dev/null"), "a device"),
+        (fifo.as_path(), "a FIFO"),
+        (dir.path(), "a directory"),
+    ] {
+        let err = AuditLog::open(path, LogOptions::default()).err();
+        assert!(
+            matches!(&err, Some(Error::NotRegularFile { what: w, .. }) if *w == what),
+            "{}: {err:?}",
+            path.display()
+        );
+        assert!(err.unwrap().to_string().contains("not a regular file"));
+    }
+    assert!(AuditLog::open(&regular, LogOptions::default()).is_ok());
+}
+
+#[test]
+fn an_event_too_large_for_a_line_is_refused_and_the_chain_does_not_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path, LogOptions::default()).unwrap();
+    let huge = "x".repeat(agentguard_audit::MAX_LINE_BYTES);
+    let err = log.record(event(0, 0).data("message", huge)).unwrap_err();
+    assert!(matches!(err, Error::EventTooLarge { .. }), "{err:?}");
+    assert_eq!(log.record(event(0, 1)).unwrap().seq, 0);
+    drop(log);
+    verify(fs::read(&path).unwrap().as_slice(), None).unwrap();
 }

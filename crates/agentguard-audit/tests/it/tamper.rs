@@ -46,12 +46,19 @@ fn rechain(lines: &mut [String], from: usize, drop_hmac: bool) {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        let object = value.as_object_mut().unwrap();
-        object.insert("hash".into(), hash.clone().into());
+        // Written back in the writer's own layout, as a capable attacker would: fields in
+        // reading order, compact, nested objects sorted.
+        let mut text: Vec<String> = [
+            "v", "seq", "ts", "kind", "decision", "reason", "subject", "data", "prev",
+        ]
+        .iter()
+        .map(|k| format!("\"{k}\":{}", value[*k]))
+        .collect();
+        text.push(format!("\"hash\":\"{hash}\""));
         if let (Some(h), false) = (hmac, drop_hmac) {
-            object.insert("hmac".into(), h);
+            text.push(format!("\"hmac\":{h}"));
         }
-        *line = format!("{value}\n");
+        *line = format!("{{{}}}\n", text.join(","));
         prev = hash;
     }
 }
@@ -206,4 +213,82 @@ fn the_independent_canonical_form_matches_the_writer() {
             .collect()
     };
     assert_eq!(hashes(&copy), hashes(&original));
+}
+
+#[test]
+fn only_the_writers_exact_serialization_is_accepted() {
+    let original = lines(3, false);
+    let second = &original[1];
+    // Each variant carries the same record (same hash), but not in the writer's bytes.
+    let variants = [
+        (
+            "a duplicate key",
+            second.replacen("{\"v\":1,", "{\"v\":1,\"v\":1,", 1),
+        ),
+        (
+            "reordered keys",
+            second.replacen("{\"v\":1,\"seq\":1,", "{\"seq\":1,\"v\":1,", 1),
+        ),
+        (
+            "a non-canonical escape",
+            second.replacen("\"reason\":\"ok\"", "\"reason\":\"\\u006fk\"", 1),
+        ),
+        (
+            "extra whitespace",
+            second.replacen("\"seq\":1,", "\"seq\": 1,", 1),
+        ),
+        ("a trailing space", second.replacen("}\n", "} \n", 1)),
+    ];
+    for (what, variant) in variants {
+        assert_ne!(&variant, second, "{what}: the variant differs");
+        let mut log = original.clone();
+        log[1] = variant;
+        assert_eq!(
+            check(&log, false),
+            Err((2, ProblemKind::NotCanonical)),
+            "{what}"
+        );
+    }
+}
+
+/// Counts the bytes a reader hands out.
+struct Counting<R> {
+    inner: R,
+    read: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl<R: std::io::Read> std::io::Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
+}
+
+#[test]
+fn an_endless_line_is_refused_without_reading_it_whole() {
+    let read = std::rc::Rc::new(std::cell::Cell::new(0));
+    let mut log = lines(1, false).concat().into_bytes();
+    log.push(b'{');
+    let endless = std::io::Read::chain(&log[..], std::io::repeat(b'x'));
+    let reader = std::io::BufReader::new(Counting {
+        inner: endless,
+        read: read.clone(),
+    });
+    let (summary, problem) = verify(reader, None).unwrap_err();
+    assert_eq!(summary.events, 1);
+    assert_eq!(
+        (problem.line, problem.kind),
+        (
+            2,
+            ProblemKind::LineTooLong {
+                limit: agentguard_audit::MAX_LINE_BYTES
+            }
+        )
+    );
+    assert!(
+        read.get() < (agentguard_audit::MAX_LINE_BYTES as u64) * 2,
+        "read {} bytes of an endless line",
+        read.get()
+    );
 }

@@ -132,3 +132,45 @@ fn usage_is_2_and_a_no_answer_is_1() {
     let out = agentguard(&["audit", "verify", log.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 }
+
+#[test]
+fn two_runs_at_once_share_one_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FakeEngine::new();
+    let cfg = config(dir.path(), &engine, 60);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}\n[audit]\npath = \"audit.jsonl\"\n")).unwrap();
+    let spawn = |name: &str| {
+        Command::new(env!("CARGO_BIN_EXE_agentguard"))
+            .args(["run", "--config", &cfg, name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // One long run holds the log open while others start, run and finish.
+    let long = spawn("sleepy");
+    let started = Instant::now();
+    while engine.running().is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(20), "never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..3 {
+        let out = spawn("ok").wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    Command::new("kill")
+        .args(["-TERM", &long.id().to_string()])
+        .status()
+        .unwrap();
+    let out = long.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    let log = dir.path().join("audit.jsonl");
+    let verified = agentguard(&["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
+    assert!(
+        crate::stdout(&verified).contains("ok: 4 events"),
+        "three runs and the interrupted one: {}",
+        crate::stdout(&verified)
+    );
+}
