@@ -91,6 +91,8 @@ pub enum ValueType {
     Bool,
     /// A number, or `null` when there is none (an exit code of a run that never exited).
     NumberOrNull,
+    /// An array of strings.
+    Strings,
 }
 
 impl ValueType {
@@ -100,6 +102,9 @@ impl ValueType {
             ValueType::Number => value.is_u64() || value.is_i64(),
             ValueType::Bool => value.is_boolean(),
             ValueType::NumberOrNull => value.is_null() || value.is_u64() || value.is_i64(),
+            ValueType::Strings => value
+                .as_array()
+                .is_some_and(|items| items.iter().all(Value::is_string)),
         }
     }
 }
@@ -126,7 +131,9 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("signal", ValueType::String),
     ("message", ValueType::String),
     ("rule", ValueType::String),
+    ("addresses", ValueType::Strings),
     ("dialed", ValueType::String),
+    ("sni", ValueType::String),
     ("bytes", ValueType::Number),
     ("bytes_up", ValueType::Number),
     ("bytes_down", ValueType::Number),
@@ -223,6 +230,39 @@ impl Event {
         self.data.insert(key.to_owned(), value.into());
         self
     }
+}
+
+/// Text that came from a client or a peer, shown to people (a table, a log line, an error
+/// message): every control character, C0, DEL and C1 (so `\n`, `\r` and ESC too), and every
+/// bidirectional or invisible formatting character, is escaped as `\u{..}`, so untrusted
+/// text cannot move the cursor, recolour a terminal, or fake a line.
+pub struct Escaped<'a>(pub &'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if must_escape(c) {
+                write!(f, "\\u{{{:x}}}", u32::from(c))?;
+            } else {
+                fmt::Write::write_char(f, c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Control characters, and the bidirectional and zero-width formatting characters.
+pub(crate) fn must_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200b}'..='\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{feff}'
+                | '\u{e0000}'..='\u{e007f}'
+        )
 }
 
 /// One line for an error and every cause under it, `outer: cause: root cause`, as recorded in

@@ -23,7 +23,8 @@ mod verify;
 pub use chain::{GENESIS, Key, MIN_KEY_LEN};
 pub use error::{Error, Result};
 pub use event::{
-    Decision, Event, KEYS, Kind, Record, SCHEMA_VERSION, ValueType, error_chain, mistyped_key,
+    Decision, Escaped, Event, KEYS, Kind, Record, SCHEMA_VERSION, ValueType, error_chain,
+    mistyped_key,
 };
 pub use log::AuditLog;
 pub use options::{Durability, LogOptions, Repair};

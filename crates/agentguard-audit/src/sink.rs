@@ -3,8 +3,8 @@
 //! The container executor, the fetcher and the egress proxy depend on [`AuditSink`] only,
 //! never on the file format, so tests can pass a [`MemorySink`] and the CLI a file log.
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::chain::{Chain, Key};
 use crate::error::{Error, Result};
@@ -38,6 +38,7 @@ impl<T: AuditSink + ?Sized> AuditSink for Arc<T> {
 #[derive(Debug)]
 pub struct MemorySink {
     state: Mutex<(Chain, Vec<String>)>,
+    recorded: Condvar,
 }
 
 impl Default for MemorySink {
@@ -51,6 +52,7 @@ impl MemorySink {
     pub fn new(key: Option<Key>) -> MemorySink {
         MemorySink {
             state: Mutex::new((Chain::new(key), Vec::new())),
+            recorded: Condvar::new(),
         }
     }
 
@@ -61,6 +63,33 @@ impl MemorySink {
             .unwrap_or_else(PoisonError::into_inner)
             .1
             .clone()
+    }
+
+    /// Waits until `done` holds for the records (checked after every event), for at most
+    /// `within`; returns the records, or `None` when time ran out.
+    pub fn wait_until(
+        &self,
+        within: Duration,
+        done: impl Fn(&[Record]) -> bool,
+    ) -> Option<Vec<Record>> {
+        let deadline = Instant::now() + within;
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let records: Vec<Record> = state
+                .1
+                .iter()
+                .filter_map(|line| serde_json::from_str(line).ok())
+                .collect();
+            if done(&records) {
+                return Some(records);
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            state = self
+                .recorded
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 
     /// The records so far.
@@ -83,6 +112,7 @@ impl AuditSink for MemorySink {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let sealed = state.0.seal(&event, SystemTime::now())?;
         state.1.push(sealed.line);
+        self.recorded.notify_all();
         Ok(Receipt {
             seq: sealed.seq,
             hash: sealed.hash,

@@ -14,15 +14,23 @@ use agentguard_policy::TargetPolicy;
 use crate::error::{Error, Result};
 use crate::server::EgressProxy;
 
+/// The longest any timeout may be: longer ones would only overflow a clock.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The most connections a proxy accepts to handle at once.
+pub const MAX_CONNECTIONS: usize = 1 << 20;
+
 /// The limits of one proxy, with their defaults.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
     pub(crate) head_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) idle_timeout: Duration,
-    pub(crate) max_connections: usize,
+    pub(crate) half_close_timeout: Duration,
+    /// `None`: derived from the descriptor limit at start.
+    pub(crate) max_connections: Option<usize>,
     pub(crate) max_head_bytes: usize,
     pub(crate) max_answers: usize,
+    pub(crate) sni_check: bool,
 }
 
 impl Default for Limits {
@@ -31,9 +39,11 @@ impl Default for Limits {
             head_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
-            max_connections: 1024,
+            half_close_timeout: Duration::from_secs(5),
+            max_connections: None,
             max_head_bytes: 8 * 1024,
             max_answers: DEFAULT_MAX_ANSWERS,
+            sni_check: true,
         }
     }
 }
@@ -41,34 +51,47 @@ impl Default for Limits {
 impl Limits {
     /// Names the first limit with an unusable value.
     fn validate(&self) -> Result<()> {
-        let refuse = |field: &'static str, reason: &str| {
-            Err(Error::Limit {
-                field,
-                reason: reason.into(),
-            })
-        };
-        if self.max_connections == 0 {
-            return refuse("max_connections", "must be at least 1");
+        let refuse = |field: &'static str, reason: String| Err(Error::Limit { field, reason });
+        if let Some(n) = self.max_connections
+            && !(1..=MAX_CONNECTIONS).contains(&n)
+        {
+            return refuse(
+                "max_connections",
+                format!("must be from 1 to {MAX_CONNECTIONS}, not {n}"),
+            );
         }
         if self.max_head_bytes < 64 {
-            return refuse("max_head_bytes", "must be at least 64 bytes");
+            return refuse("max_head_bytes", "must be at least 64 bytes".into());
         }
         for (field, value) in [
             ("head_timeout", self.head_timeout),
             ("connect_timeout", self.connect_timeout),
             ("idle_timeout", self.idle_timeout),
+            ("half_close_timeout", self.half_close_timeout),
         ] {
-            if value.is_zero() {
-                return refuse(field, "must be longer than zero");
+            if value.is_zero() || value > MAX_TIMEOUT {
+                return refuse(
+                    field,
+                    format!(
+                        "must be longer than zero and at most {} s",
+                        MAX_TIMEOUT.as_secs()
+                    ),
+                );
             }
         }
         Ok(())
+    }
+
+    /// The connection cap in force.
+    pub(crate) fn connections(&self) -> usize {
+        self.max_connections.unwrap_or(1024)
     }
 }
 
 /// Builder for [`EgressProxy`].
 pub struct EgressProxyBuilder {
     policy: Option<TargetPolicy>,
+    tls_ports: Vec<u16>,
     bind: SocketAddr,
     resolver: Option<Arc<dyn Resolve>>,
     limits: Limits,
@@ -77,11 +100,13 @@ pub struct EgressProxyBuilder {
 
 impl EgressProxy {
     /// A builder with the defaults: 127.0.0.1:3128, the system resolver, 10 s head and
-    /// connect timeouts, 300 s idle timeout, 1024 connections, 8 KiB heads. The policy (hosts,
-    /// ports, address rule) must be given.
+    /// connect timeouts, 300 s idle and 5 s half-close timeouts, the connections the
+    /// descriptor limit affords, 8 KiB heads, the TLS name check on port 443. The policy
+    /// (hosts, ports, address rule) must be given.
     pub fn builder() -> EgressProxyBuilder {
         EgressProxyBuilder {
             policy: None,
+            tls_ports: vec![443],
             bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 3128),
             resolver: None,
             limits: Limits::default(),
@@ -116,7 +141,8 @@ impl EgressProxyBuilder {
         self
     }
 
-    /// How long one upstream dial may take (default 10 s); expiry answers 504.
+    /// How long the decision after the head may take, resolution and the dial across every
+    /// checked address together (default 10 s); expiry answers 504.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.limits.connect_timeout = timeout;
         self
@@ -128,10 +154,31 @@ impl EgressProxyBuilder {
         self
     }
 
-    /// The most connections handled at once (default 1024); a slot is held until the tunnel
-    /// closes, and a connection over the cap is answered 503.
+    /// How long a tunnel may stay open after one side finished sending while the other sends
+    /// nothing (default 5 s).
+    pub fn half_close_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.half_close_timeout = timeout;
+        self
+    }
+
+    /// The most connections handled at once; a slot is held until the tunnel closes, and a
+    /// connection over the cap is answered 503 at once. Default: what the descriptor limit
+    /// affords (raised to the hard limit at start), six descriptors a tunnel and 64 spare.
     pub fn max_connections(mut self, max: usize) -> Self {
-        self.limits.max_connections = max;
+        self.limits.max_connections = Some(max);
+        self
+    }
+
+    /// Whether to check, on tunnels to the TLS ports, that the ClientHello asks for the
+    /// CONNECT host (default: yes; DESIGN.md "TLS name check on tunnels").
+    pub fn sni_check(mut self, check: bool) -> Self {
+        self.limits.sni_check = check;
+        self
+    }
+
+    /// The ports whose tunnels carry TLS and get the name check (default: 443 only).
+    pub fn tls_ports(mut self, ports: impl IntoIterator<Item = u16>) -> Self {
+        self.tls_ports = ports.into_iter().collect();
         self
     }
 
@@ -152,7 +199,12 @@ impl EgressProxyBuilder {
         let policy = self
             .policy
             .ok_or(agentguard_policy::Error::EmptyHostAllowlist)?;
-        self.limits.validate()?;
+        let mut limits = self.limits;
+        limits.validate()?;
+        let nofile = crate::limits::raise_nofile_limit();
+        limits
+            .max_connections
+            .get_or_insert_with(|| crate::limits::connections_for(nofile));
         let resolver = match self.resolver {
             Some(r) => r,
             None => Arc::new(DnsResolver::system()?),
@@ -160,9 +212,10 @@ impl EgressProxyBuilder {
         crate::server::start(crate::server::Config {
             policy,
             resolver,
-            limits: self.limits,
+            limits,
             audit: self.audit,
             bind: self.bind,
+            tls_ports: self.tls_ports,
         })
         .await
     }

@@ -1,28 +1,33 @@
 //! One connection, from its first byte to its close event.
 //!
-//! In this order: read the request head (with a deadline and a size limit), parse it and the
-//! target once, check the port, then the allowlist, then resolve once through netpin and check
-//! every answer, refuse the proxy's own address, dial the checked addresses, record the
-//! decision, and only then answer `200 Connection Established` and forward what the client
-//! sent after its head. Every refusal is recorded, answered with its status and reason code,
-//! and the connection closed.
+//! In this order: read the request head (with a deadline and a size limit); decide (parse,
+//! port, allowlist, pinned resolution, own address: `decide.rs`) within one overall deadline
+//! that also bounds the dial; record the decision, and only then dial the checked addresses;
+//! answer `200 Connection Established`; on port 443, check that the ClientHello asks for the
+//! CONNECT host; forward what the client sent after its head; pump bytes; record the close.
+//! Every refusal is recorded, answered with its status and reason code, and the connection
+//! closed. Once an allow decision is recorded, every way the connection ends is recorded as
+//! its close event. Shutdown (the `cancel` token, after the grace period) ends every stage.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentguard_audit::{AuditSink, Decision, Event};
-use agentguard_netpin::{DialError, PinError, Resolve, dial, pin};
-use agentguard_policy::{Authority, TargetPolicy};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use agentguard_audit::{AuditSink, Decision, Event, error_chain};
+use agentguard_netpin::{DialError, Resolve, dial};
+use agentguard_policy::{Host, TargetPolicy};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::builder::Limits;
-use crate::head::{head_end, parse_head};
+use crate::decide::{Allowed, Refused, decide, out_of_fds};
+use crate::head::head_end;
+use crate::limits::out_of_descriptors;
 use crate::response::{ESTABLISHED, Refusal, RefusalKind, refuse};
-use crate::tunnel;
+use crate::sni::{Hello, MAX_HELLO, server_name};
+use crate::tunnel::{self, Socket, Timeouts};
 
 /// What every connection of one proxy shares.
 pub(crate) struct Shared {
@@ -30,31 +35,35 @@ pub(crate) struct Shared {
     pub(crate) resolver: Arc<dyn Resolve>,
     pub(crate) limits: Limits,
     pub(crate) audit: Option<Arc<dyn AuditSink>>,
-    pub(crate) local_addr: SocketAddr,
+    /// The TCP address the proxy listens on (none for a UNIX socket).
+    pub(crate) local_addr: Option<SocketAddr>,
+    /// The ports whose tunnels get the TLS name check.
+    pub(crate) tls_ports: Vec<u16>,
     pub(crate) slots: Arc<Semaphore>,
 }
 
-/// A decided, dialed CONNECT: what the tunnel needs and the close event records.
-struct Tunnel {
-    /// The canonical `host:port`.
-    target: String,
-    /// The allowlist pattern that matched.
-    rule: String,
-    upstream: TcpStream,
-    dialed: SocketAddr,
+/// A client connection: TCP or UNIX.
+pub(crate) trait Client: AsyncRead + AsyncWrite + Socket + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Socket + Unpin + Send + 'static> Client for T {}
+
+/// How a connection with a recorded allow decision ended: its close event.
+#[derive(Debug, Default)]
+struct Close {
+    reason: &'static str,
+    /// The status answered (200 once the tunnel opened), when one was.
+    status: Option<u16>,
+    dialed: Option<SocketAddr>,
+    up: u64,
+    down: u64,
+    message: Option<String>,
+    sni: Option<String>,
 }
 
-/// A refused CONNECT, with the target when it could be parsed.
-struct Refused {
-    target: Option<String>,
-    refusal: Refusal,
-}
-
-impl Refused {
-    fn new(target: Option<&str>, kind: RefusalKind, message: impl Into<String>) -> Refused {
-        Refused {
-            target: target.map(str::to_owned),
-            refusal: Refusal::new(kind, message),
+impl Close {
+    fn new(reason: &'static str) -> Close {
+        Close {
+            reason,
+            ..Close::default()
         }
     }
 }
@@ -81,26 +90,40 @@ async fn record(shared: &Shared, event: Event) -> bool {
 fn refusal_event(target: &str, client: &str, refusal: &Refusal) -> Event {
     Event::egress_connect(refusal.kind.decision(), refusal.kind.code(), target, client)
         .data("status", refusal.kind.status())
-        .data("message", refusal.message.as_str())
+        .data("message", refusal.audit_message())
 }
 
-/// Answers a connection over the cap at once with 503, and records it.
-pub(crate) async fn over_capacity(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
-    let refusal = Refusal::new(
-        RefusalKind::TooManyConnections,
-        format!(
-            "the proxy already handles {} connections",
-            shared.limits.max_connections
+/// Records a refusal and answers it.
+async fn refused(shared: &Shared, client: impl Client, target: &str, peer: &str, refusal: Refusal) {
+    tracing::info!(client = %crate::escape(peer), target = %crate::escape(target), reason = refusal.kind.code(), status = refusal.kind.status(), "egress refused");
+    record(shared, refusal_event(target, peer, &refusal)).await;
+    refuse(client, &refusal).await;
+}
+
+/// Answers a connection over the cap (or out of descriptors) at once, and records it.
+pub(crate) async fn over_capacity(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: String,
+    kind: RefusalKind,
+) {
+    let refusal = match kind {
+        RefusalKind::OutOfDescriptors => out_of_fds("accepting the connection"),
+        _ => Refusal::new(
+            RefusalKind::TooManyConnections,
+            format!(
+                "the proxy already handles {} connections",
+                shared.limits.connections()
+            ),
         ),
-    );
-    record(&shared, refusal_event("", &peer.to_string(), &refusal)).await;
-    refuse(stream, &refusal).await;
+    };
+    refused(&shared, stream, "", &peer, refusal).await;
 }
 
 /// Reads the request head: `Ok((buffer, head length))`, or the refusal to send (`None`
 /// when the client went away).
 async fn read_head(
-    stream: &mut TcpStream,
+    stream: &mut impl Client,
     limits: &Limits,
 ) -> Result<(Vec<u8>, usize), Option<Refusal>> {
     let deadline = tokio::time::Instant::now() + limits.head_timeout;
@@ -147,135 +170,246 @@ fn raw_target(buf: &[u8]) -> String {
         .collect()
 }
 
-/// Serves one connection: head, decision, tunnel, close event.
+/// Serves one connection: head, decision, record, dial, tunnel, close event.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
-    mut client: TcpStream,
-    peer: SocketAddr,
+    mut client: impl Client,
+    peer: String,
     _slot: OwnedSemaphorePermit,
-    tunnels: CancellationToken,
+    cancel: CancellationToken,
 ) {
     let started = Instant::now();
-    let client_text = peer.to_string();
-    let (buf, end) = match read_head(&mut client, &shared.limits).await {
+    let head = tokio::select! {
+        () = cancel.cancelled() => return,
+        head = read_head(&mut client, &shared.limits) => head,
+    };
+    let (buf, end) = match head {
         Ok(head) => head,
         Err(None) => return,
-        Err(Some(refusal)) => {
-            let event = Event::egress_connect(
-                refusal.kind.decision(),
-                refusal.kind.code(),
-                "",
-                &client_text,
-            )
-            .data("status", refusal.kind.status());
-            record(&shared, event).await;
-            return refuse(client, &refusal).await;
-        }
+        Err(Some(refusal)) => return refused(&shared, client, "", &peer, refusal).await,
     };
-    let tunnel = match decide(&shared, &buf[..end]).await {
-        Ok(tunnel) => tunnel,
-        Err(Refused { target, refusal }) => {
+    let deadline = tokio::time::Instant::now() + shared.limits.connect_timeout;
+    let decided = tokio::select! {
+        () = cancel.cancelled() => return,
+        decided = tokio::time::timeout_at(deadline, decide(&shared, &buf[..end])) => decided,
+    };
+    let allowed = match decided {
+        Ok(Ok(allowed)) => allowed,
+        Ok(Err(Refused { target, refusal })) => {
             let target = target.unwrap_or_else(|| raw_target(&buf));
-            tracing::info!(client = %peer, %target, reason = refusal.kind.code(), status = refusal.kind.status(), "egress refused");
-            record(&shared, refusal_event(&target, &client_text, &refusal)).await;
-            return refuse(client, &refusal).await;
+            return refused(&shared, client, &target, &peer, refusal).await;
+        }
+        Err(_) => {
+            let refusal = Refusal::new(
+                RefusalKind::DnsFailure,
+                format!(
+                    "no DNS answer within the connect timeout of {:?}",
+                    shared.limits.connect_timeout
+                ),
+            );
+            return refused(&shared, client, &raw_target(&buf), &peer, refusal).await;
         }
     };
-    let Tunnel {
-        target,
-        rule,
-        mut upstream,
-        dialed,
-    } = tunnel;
-    let allowed = Event::egress_connect(Decision::Allow, "ok", &target, &client_text)
-        .data("status", 200u16)
-        .data("rule", rule.as_str())
-        .data("dialed", dialed.to_string());
-    if !record(&shared, allowed).await {
-        // Never open a tunnel that the audit log does not show.
-        return refuse(
-            client,
-            &Refusal::new(
-                RefusalKind::AuditFailed,
-                "the decision could not be recorded in the audit log",
-            ),
-        )
-        .await;
+    let addresses: Vec<String> = allowed.pinned.addrs.iter().map(|a| a.to_string()).collect();
+    let allow = Event::egress_connect(Decision::Allow, "ok", &allowed.target, &peer)
+        .data("rule", allowed.rule.as_str())
+        .data("addresses", addresses);
+    if !record(&shared, allow).await {
+        // Never dial, let alone open a tunnel, for a decision the audit log does not show.
+        let refusal = Refusal::new(
+            RefusalKind::AuditFailed,
+            "the decision could not be recorded in the audit log",
+        );
+        return refuse(client, &refusal).await;
     }
-    tracing::info!(client = %peer, %target, %rule, %dialed, "egress tunnel open");
-    if client.write_all(ESTABLISHED).await.is_err() {
-        return;
+    let target = allowed.target.clone();
+    let close = open(&shared, client, &buf[end..], allowed, deadline, &cancel).await;
+    tracing::info!(client = %crate::escape(&peer), target = %target, reason = close.reason, "egress tunnel closed");
+    let mut event = Event::egress_close(close.reason, &target, &peer)
+        .data("bytes_up", close.up)
+        .data("bytes_down", close.down)
+        .data("duration_ms", started.elapsed().as_millis() as u64);
+    if let Some(status) = close.status {
+        event = event.data("status", status);
     }
-    // Bytes the client sent after its head belong to the tunnel.
-    if buf.len() > end && upstream.write_all(&buf[end..]).await.is_err() {
-        return;
+    if let Some(dialed) = close.dialed {
+        event = event.data("dialed", dialed.to_string());
     }
-    let stats = tunnel::run(client, upstream, shared.limits.idle_timeout, tunnels).await;
-    let up = stats.up + (buf.len() - end) as u64;
-    let close = Event::egress_close(stats.end.reason(), &target, &client_text)
-        .data("bytes_up", up)
-        .data("bytes_down", stats.down)
-        .data("duration_ms", started.elapsed().as_millis() as u64)
-        .data("dialed", dialed.to_string());
-    record(&shared, close).await;
+    if let Some(message) = close.message {
+        event = event.data("message", message);
+    }
+    if let Some(sni) = close.sni {
+        event = event.data("sni", sni);
+    }
+    record(&shared, event).await;
 }
 
-/// Everything between the head and the 200: parse, port, allowlist, resolve, check, dial.
-async fn decide(shared: &Shared, head: &[u8]) -> Result<Tunnel, Refused> {
-    let request =
-        parse_head(head).map_err(|m| Refused::new(None, RefusalKind::MalformedRequest, m))?;
-    if request.method != "CONNECT" {
-        return Err(Refused::new(
-            None,
-            RefusalKind::MethodNotAllowed,
-            format!(
-                "method {} is not allowed; this proxy only tunnels CONNECT host:port",
-                request.method
-            ),
-        ));
+/// After the recorded decision: dial, answer, check the ClientHello, pump.
+async fn open(
+    shared: &Shared,
+    mut client: impl Client,
+    early: &[u8],
+    allowed: Allowed,
+    deadline: tokio::time::Instant,
+    cancel: &CancellationToken,
+) -> Close {
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let dialed = tokio::select! {
+        () = cancel.cancelled() => return Close::new("shutdown"),
+        dialed = dial(&allowed.pinned, allowed.port, left) => dialed,
+    };
+    let (upstream, dialed) = match dialed {
+        Ok(pair) => pair,
+        Err(e) => {
+            let refusal = dial_refusal(&allowed, &e);
+            refuse(client, &refusal).await;
+            return Close {
+                status: Some(refusal.kind.status()),
+                message: Some(error_chain(&e)),
+                ..Close::new(refusal.kind.code())
+            };
+        }
+    };
+    let mut close = Close {
+        dialed: Some(dialed),
+        ..Close::new("client_gone")
+    };
+    if client.write_all(ESTABLISHED).await.is_err() {
+        return close;
     }
-    let authority = Authority::parse(request.target, None)
-        .map_err(|e| Refused::new(None, RefusalKind::MalformedTarget, e.to_string()))?;
-    let target = authority.to_string();
-    let Authority { host, port } = authority;
-    let refused = |kind, message: String| Refused::new(Some(&target), kind, message);
-    let permit = shared
-        .policy
-        .check_target(&host, port)
-        .map_err(|d| refused(RefusalKind::Denied(d.reason), d.message))?;
-    let pinned = pin(
-        shared.resolver.as_ref(),
-        &shared.policy.addresses,
-        &permit.name,
-        shared.limits.max_answers,
-    )
-    .await
-    .map_err(|e| match e {
-        PinError::Denied(d) => refused(RefusalKind::Denied(d.reason), d.message),
-        e @ PinError::TooManyAnswers { .. } => refused(RefusalKind::TooManyAnswers, e.to_string()),
-        e => refused(RefusalKind::DnsFailure, agentguard_audit::error_chain(&e)),
-    })?;
-    let own = shared.local_addr;
-    if let Some(ip) = pinned
-        .addrs
-        .iter()
-        .find(|ip| port == own.port() && (**ip == own.ip() || own.ip().is_unspecified()))
-    {
-        return Err(refused(
-            RefusalKind::Denied(agentguard_policy::Reason::NonPublicAddress),
-            format!("{ip}:{port} is this proxy's own listening address"),
-        ));
+    close.status = Some(200);
+    let mut sent = early.to_vec();
+    if shared.limits.sni_check && shared.tls_ports.contains(&allowed.port) {
+        let name = allowed.pinned.name.as_str();
+        if let Err(refused) = check_hello(&mut client, &mut sent, name, shared, cancel).await {
+            return Close {
+                up: 0,
+                ..refused.with(close)
+            };
+        }
     }
-    let (upstream, dialed) = dial(&pinned, port, shared.limits.connect_timeout)
-        .await
-        .map_err(|e| match e {
-            DialError::Timeout { .. } => refused(RefusalKind::DialTimeout, e.to_string()),
-            e => refused(RefusalKind::ConnectFailed, e.to_string()),
-        })?;
-    Ok(Tunnel {
-        target,
-        rule: permit.rule,
-        upstream,
-        dialed,
-    })
+    let mut upstream = upstream;
+    if !sent.is_empty() && upstream.write_all(&sent).await.is_err() {
+        close.reason = "connection_error";
+        return close;
+    }
+    let timeouts = Timeouts {
+        idle: shared.limits.idle_timeout,
+        half_close: shared.limits.half_close_timeout,
+    };
+    let stats = tunnel::run(&client, &upstream, timeouts, cancel).await;
+    close.reason = stats.end.reason();
+    close.up = stats.up + sent.len() as u64;
+    close.down = stats.down;
+    close
+}
+
+fn dial_refusal(allowed: &Allowed, error: &DialError) -> Refusal {
+    let name = allowed.pinned.name.as_str();
+    let refusal = match error {
+        _ if out_of_descriptors(error) => out_of_fds("dialing the upstream"),
+        DialError::Timeout { limit } => Refusal::new(
+            RefusalKind::DialTimeout,
+            format!("no checked address of {name} accepted a connection within {limit:?}"),
+        ),
+        _ => Refusal::new(
+            RefusalKind::ConnectFailed,
+            format!("could not connect to {name} on port {}", allowed.port),
+        ),
+    };
+    refusal.with_detail(error_chain(error))
+}
+
+/// Why the ClientHello check closed a tunnel.
+struct HelloRefused {
+    reason: &'static str,
+    message: String,
+    sni: Option<String>,
+}
+
+impl HelloRefused {
+    fn new(reason: &'static str, message: impl Into<String>) -> HelloRefused {
+        HelloRefused {
+            reason,
+            message: message.into(),
+            sni: None,
+        }
+    }
+
+    fn with(self, close: Close) -> Close {
+        Close {
+            reason: self.reason,
+            message: Some(self.message),
+            sni: self.sni,
+            ..close
+        }
+    }
+}
+
+/// Reads the client's first TLS records into `sent` until the ClientHello is whole, and
+/// requires its `server_name` to be `name`.
+async fn check_hello(
+    client: &mut impl Client,
+    sent: &mut Vec<u8>,
+    name: &str,
+    shared: &Shared,
+    cancel: &CancellationToken,
+) -> Result<(), HelloRefused> {
+    let limit = shared.limits.head_timeout;
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut chunk = [0u8; 4096];
+    loop {
+        match server_name(sent) {
+            Hello::Incomplete if sent.len() <= MAX_HELLO => {}
+            Hello::Incomplete => {
+                return Err(HelloRefused::new("not_tls", "no ClientHello within 64 KiB"));
+            }
+            Hello::NotTls => {
+                return Err(HelloRefused::new(
+                    "not_tls",
+                    "the first bytes are not a TLS handshake",
+                ));
+            }
+            Hello::Malformed(why) => return Err(HelloRefused::new("not_tls", why)),
+            Hello::Complete(None) => {
+                return Err(HelloRefused::new(
+                    "sni_missing",
+                    "the ClientHello names no server",
+                ));
+            }
+            Hello::Complete(Some(sni)) => {
+                let same = matches!(Host::parse(&sni), Ok(Host::Domain(d)) if d.as_str() == name);
+                if same {
+                    return Ok(());
+                }
+                let shown: String = sni.chars().take(256).collect();
+                return Err(HelloRefused {
+                    sni: Some(shown.clone()),
+                    ..HelloRefused::new(
+                        "sni_mismatch",
+                        format!("the ClientHello asks for {shown:?}, not for {name}"),
+                    )
+                });
+            }
+        }
+        let read = tokio::select! {
+            () = cancel.cancelled() => return Err(HelloRefused::new("shutdown", "the proxy shut down")),
+            read = tokio::time::timeout_at(deadline, client.read(&mut chunk)) => read,
+        };
+        match read {
+            Err(_) => {
+                return Err(HelloRefused::new(
+                    "not_tls",
+                    format!("no ClientHello within {limit:?}"),
+                ));
+            }
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                return Err(HelloRefused::new(
+                    "client_gone",
+                    "the client closed before its ClientHello",
+                ));
+            }
+            Ok(Ok(n)) => sent.extend_from_slice(&chunk[..n]),
+        }
+    }
 }

@@ -10,9 +10,11 @@ const MAX_HEADERS: usize = 100;
 
 /// The request line of a parsed head.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RequestLine<'a> {
-    pub(crate) method: &'a str,
-    pub(crate) target: &'a str,
+pub struct RequestLine<'a> {
+    /// The method (`CONNECT`).
+    pub method: &'a str,
+    /// The request target (`host:port` for CONNECT).
+    pub target: &'a str,
 }
 
 /// The length of the head including its final blank line, if `buf` holds a whole head.
@@ -27,7 +29,7 @@ pub(crate) fn head_end(buf: &[u8], from: usize) -> Option<usize> {
 
 /// Parses a whole head (ending in CRLF CRLF): the request line, and every header line
 /// checked for shape.
-pub(crate) fn parse_head(head: &[u8]) -> Result<RequestLine<'_>, String> {
+pub fn parse_head(head: &[u8]) -> Result<RequestLine<'_>, String> {
     let text =
         std::str::from_utf8(head).map_err(|_| "the request head is not valid UTF-8".to_owned())?;
     let body = text

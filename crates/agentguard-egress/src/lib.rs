@@ -11,14 +11,27 @@
 mod blocking;
 mod builder;
 mod connection;
+mod decide;
 mod error;
 mod head;
+mod limits;
 mod response;
 mod server;
+mod sni;
 mod tunnel;
 
 pub use blocking::BlockingEgressProxy;
-pub use builder::EgressProxyBuilder;
+pub use builder::{EgressProxyBuilder, MAX_CONNECTIONS, MAX_TIMEOUT};
 pub use error::{Error, Result};
+pub use head::{RequestLine, parse_head};
+pub use limits::{
+    DESCRIPTORS_PER_TUNNEL, RESERVED_DESCRIPTORS, connections_for, raise_nofile_limit,
+};
 pub use response::RefusalKind;
 pub use server::{EgressProxy, Shutdown};
+pub use sni::{Hello, server_name};
+
+/// Client text in a log line, with control characters escaped.
+pub(crate) fn escape(text: &str) -> agentguard_audit::Escaped<'_> {
+    agentguard_audit::Escaped(text)
+}

@@ -11,8 +11,7 @@ use std::time::Duration;
 use agentguard_audit::Decision;
 use agentguard_netpin::reason as netpin;
 use agentguard_policy::Reason;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The reply to a successful CONNECT, sent only after the upstream dial succeeded.
 pub(crate) const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection Established\r\n\r\n";
@@ -45,6 +44,8 @@ pub enum RefusalKind {
     TooManyConnections,
     /// The decision could not be recorded, so no tunnel is opened.
     AuditFailed,
+    /// The proxy ran out of file descriptors (for the client, the resolver or the dial).
+    OutOfDescriptors,
 }
 
 impl RefusalKind {
@@ -66,6 +67,7 @@ impl RefusalKind {
         RefusalKind::ConnectFailed,
         RefusalKind::TooManyConnections,
         RefusalKind::AuditFailed,
+        RefusalKind::OutOfDescriptors,
         RefusalKind::DialTimeout,
     ];
 
@@ -78,7 +80,9 @@ impl RefusalKind {
             RefusalKind::HeadTimeout => 408,
             RefusalKind::HeadTooLarge => 431,
             RefusalKind::DnsFailure | RefusalKind::ConnectFailed => 502,
-            RefusalKind::TooManyConnections | RefusalKind::AuditFailed => 503,
+            RefusalKind::TooManyConnections
+            | RefusalKind::AuditFailed
+            | RefusalKind::OutOfDescriptors => 503,
             RefusalKind::DialTimeout => 504,
         }
     }
@@ -98,6 +102,7 @@ impl RefusalKind {
             RefusalKind::DialTimeout => netpin::DIAL_TIMEOUT,
             RefusalKind::TooManyConnections => "too_many_connections",
             RefusalKind::AuditFailed => "audit_failed",
+            RefusalKind::OutOfDescriptors => "out_of_descriptors",
         }
     }
 
@@ -106,9 +111,15 @@ impl RefusalKind {
         self.status() < 500
     }
 
-    /// The audit decision: `deny` for 4xx and for the connection cap, `error` otherwise.
+    /// The audit decision: `deny` for 4xx and for the connection and descriptor caps,
+    /// `error` otherwise.
     pub const fn decision(self) -> Decision {
-        if self.is_policy() || matches!(self, RefusalKind::TooManyConnections) {
+        if self.is_policy()
+            || matches!(
+                self,
+                RefusalKind::TooManyConnections | RefusalKind::OutOfDescriptors
+            )
+        {
             Decision::Deny
         } else {
             Decision::Error
@@ -129,11 +140,14 @@ impl RefusalKind {
     }
 }
 
-/// A refusal: its kind, and the sentence for people.
+/// A refusal: its kind, the sentence the client reads, and the detail only the audit log
+/// gets (the addresses a name resolved to, the resolver's and the dial's own errors), so
+/// the proxy is no DNS oracle for internal names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Refusal {
     pub(crate) kind: RefusalKind,
     pub(crate) message: String,
+    pub(crate) detail: Option<String>,
 }
 
 impl Refusal {
@@ -141,7 +155,19 @@ impl Refusal {
         Refusal {
             kind,
             message: message.into(),
+            detail: None,
         }
+    }
+
+    /// The same refusal, with a detail for the audit log only.
+    pub(crate) fn with_detail(mut self, detail: impl Into<String>) -> Refusal {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    /// What the audit log records: the detail when there is one.
+    pub(crate) fn audit_message(&self) -> &str {
+        self.detail.as_deref().unwrap_or(&self.message)
     }
 
     /// The full HTTP response.
@@ -182,7 +208,10 @@ impl Refusal {
 /// Writes the refusal and closes the connection, first reading (and discarding) what the
 /// client still sends for a moment, so that closing with unread data does not reset the
 /// connection before the client has read the answer.
-pub(crate) async fn refuse(mut stream: TcpStream, refusal: &Refusal) {
+pub(crate) async fn refuse<S>(mut stream: S, refusal: &Refusal)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     if stream.write_all(&refusal.to_bytes()).await.is_err() {
         return;
     }

@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use crate::builder::Limits;
 use crate::connection::{self, Shared};
 use crate::error::{Error, Result};
+use crate::response::RefusalKind;
 
 /// What the builder hands over once everything is validated.
 pub(crate) struct Config {
@@ -29,6 +30,7 @@ pub(crate) struct Config {
     pub(crate) limits: Limits,
     pub(crate) audit: Option<Arc<dyn AuditSink>>,
     pub(crate) bind: SocketAddr,
+    pub(crate) tls_ports: Vec<u16>,
 }
 
 /// A running proxy. Dropping it stops everything at once; [`EgressProxy::shutdown`] is graceful.
@@ -61,8 +63,9 @@ pub(crate) async fn start(config: Config) -> Result<EgressProxy> {
         resolver: config.resolver,
         limits: config.limits,
         audit: config.audit,
-        local_addr,
-        slots: Arc::new(Semaphore::new(config.limits.max_connections)),
+        local_addr: Some(local_addr),
+        tls_ports: config.tls_ports,
+        slots: Arc::new(Semaphore::new(config.limits.connections())),
     });
     let accepting = CancellationToken::new();
     let tunnels = CancellationToken::new();
@@ -117,6 +120,13 @@ impl Drop for EgressProxy {
     }
 }
 
+/// A descriptor held in reserve: when accepting fails for want of descriptors, it is given
+/// up for a moment, so the waiting client can be accepted and answered 503 at once instead of
+/// waiting in the accept queue.
+fn spare() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
+}
+
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
@@ -124,18 +134,36 @@ async fn accept_loop(
     tunnels: CancellationToken,
     tracker: TaskTracker,
 ) {
+    let mut reserve = spare();
     loop {
-        let (stream, peer) = tokio::select! {
+        let accepted = tokio::select! {
             () = accepting.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(e) if crate::limits::out_of_descriptors(&e) && reserve.is_some() => {
+                drop(reserve.take());
+                if let Ok((stream, peer)) = listener.accept().await {
+                    tracing::warn!(client = %peer, "out of file descriptors: answered 503");
+                    let refusal = RefusalKind::OutOfDescriptors;
+                    connection::over_capacity(
+                        Arc::clone(&shared),
+                        stream,
+                        peer.to_string(),
+                        refusal,
+                    )
+                    .await;
                 }
-            },
+                reserve = spare();
+                continue;
+            }
+            Err(e) => {
+                // Out of descriptors with no reserve left, and the like: back off, not spin.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         let shared = Arc::clone(&shared);
@@ -144,13 +172,19 @@ async fn accept_loop(
                 tracker.spawn(connection::handle(
                     shared,
                     stream,
-                    peer,
+                    peer.to_string(),
                     slot,
                     tunnels.clone(),
                 ));
             }
             Err(_) => {
-                tracker.spawn(connection::over_capacity(shared, stream, peer));
+                let kind = RefusalKind::TooManyConnections;
+                tracker.spawn(connection::over_capacity(
+                    shared,
+                    stream,
+                    peer.to_string(),
+                    kind,
+                ));
             }
         }
     }

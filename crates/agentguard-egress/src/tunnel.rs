@@ -1,27 +1,57 @@
-//! The byte pump between client and upstream: both directions, half-close, idle timeout.
+//! The byte pump between client and upstream: both directions, half-close, idle timeouts.
 //!
 //! This is the proxy's hot path. On Linux each direction moves bytes with `splice(2)` through
 //! a pipe, socket to pipe to socket, so they never cross into user space (measured in
 //! docs/PERFORMANCE.md against the plain copy loop it replaced). The pipe is created when data
 //! first arrives, so an idle tunnel holds no pipe and no buffer; if a pipe cannot be created
 //! (out of file descriptors), that direction falls back to a copy through a 64 KiB buffer.
-//! When one side finishes sending, its FIN is passed on (`shutdown(SHUT_WR)` of the other
-//! side) and the other direction keeps flowing. The tunnel ends when both directions are done,
-//! when no byte has moved either way for the idle timeout, or when the proxy shuts down.
+//! Every write counts: the bytes moved and the tunnel's last activity are updated per write,
+//! not per chunk, so a tunnel that is moving bytes to a slow reader is never idle, and the
+//! byte counts are exact however the tunnel ends. When one side finishes sending, its FIN is
+//! passed on (`shutdown(SHUT_WR)` of the other side) and the other direction keeps flowing,
+//! for as long as it moves bytes, but no longer than the half-close timeout of silence.
 
+use std::future::Future;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::pipe::{PipeFlags, SpliceFlags, fcntl_setpipe_size, pipe_with, splice};
 use tokio::io::Interest;
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_util::sync::CancellationToken;
 
 const BUFFER: usize = 64 * 1024;
 /// The pipe size asked for (the kernel's default is 64 KiB; up to pipe-max-size, 1 MiB).
 const PIPE: usize = 1024 * 1024;
+
+/// A socket the pump can wait on and move bytes through: TCP or UNIX.
+pub(crate) trait Socket: AsFd + Send + Sync {
+    fn ready(&self, interest: Interest) -> impl Future<Output = io::Result<()>> + Send;
+    fn attempt<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R>;
+}
+
+macro_rules! socket {
+    ($type:ty) => {
+        impl Socket for $type {
+            async fn ready(&self, interest: Interest) -> io::Result<()> {
+                <$type>::ready(self, interest).await.map(|_| ())
+            }
+
+            fn attempt<R>(
+                &self,
+                interest: Interest,
+                f: impl FnOnce() -> io::Result<R>,
+            ) -> io::Result<R> {
+                self.try_io(interest, f)
+            }
+        }
+    };
+}
+
+socket!(TcpStream);
+socket!(UnixStream);
 
 /// How a tunnel ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +60,8 @@ pub(crate) enum End {
     Closed,
     /// Nothing moved either way for the idle timeout.
     IdleTimeout,
+    /// One side finished sending and the other sent nothing for the half-close timeout.
+    HalfCloseTimeout,
     /// A read or write failed (reset by a peer).
     Error,
     /// The proxy shut down and the grace period ended.
@@ -41,6 +73,7 @@ impl End {
         match self {
             End::Closed => "closed",
             End::IdleTimeout => "idle_timeout",
+            End::HalfCloseTimeout => "half_close_timeout",
             End::Error => "connection_error",
             End::Shutdown => "shutdown",
         }
@@ -55,6 +88,14 @@ pub(crate) struct Stats {
     pub(crate) end: End,
 }
 
+/// The limits of one tunnel.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    pub(crate) idle: Duration,
+    pub(crate) half_close: Duration,
+}
+
+/// The bytes one direction moved and when anything last moved either way.
 struct Activity {
     start: Instant,
     last_ms: AtomicU64,
@@ -66,14 +107,27 @@ impl Activity {
             .store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
-    fn idle_deadline(&self, idle: Duration) -> tokio::time::Instant {
+    fn deadline(&self, limit: Duration) -> tokio::time::Instant {
         let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
-        tokio::time::Instant::from_std(last + idle)
+        tokio::time::Instant::from_std(last + limit)
+    }
+}
+
+/// One direction's byte count and the shared activity clock, updated per write.
+struct Meter<'a> {
+    moved: &'a AtomicU64,
+    activity: &'a Activity,
+}
+
+impl Meter<'_> {
+    fn wrote(&self, n: usize) {
+        self.moved.fetch_add(n as u64, Ordering::Relaxed);
+        self.activity.touch();
     }
 }
 
 /// Passes a FIN on: no more bytes will be written to `to`.
-fn finish(to: &TcpStream) {
+fn finish(to: &impl AsFd) {
     let _ = rustix::net::shutdown(to, rustix::net::Shutdown::Write);
 }
 
@@ -84,115 +138,119 @@ fn make_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((read, write))
 }
 
+/// Retries `f` whenever `socket` says it would block, waiting for readiness in between.
+async fn when_ready<R>(
+    socket: &impl Socket,
+    interest: Interest,
+    mut f: impl FnMut() -> io::Result<R>,
+) -> io::Result<R> {
+    loop {
+        socket.ready(interest).await?;
+        match socket.attempt(interest, &mut f) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            other => return other,
+        }
+    }
+}
+
 /// One direction: `from` to `to`, until `from` sends its FIN.
-async fn forward(
-    from: &TcpStream,
-    to: &TcpStream,
-    moved: &AtomicU64,
-    activity: &Activity,
-) -> io::Result<()> {
-    from.readable().await?;
+async fn forward(from: &impl Socket, to: &impl Socket, meter: Meter<'_>) -> io::Result<()> {
+    from.ready(Interest::READABLE).await?;
     let Ok((pipe_read, pipe_write)) = make_pipe() else {
-        return copy(from, to, moved, activity).await;
+        return copy(from, to, meter).await;
     };
     let flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
     loop {
-        from.readable().await?;
         // The pipe is empty here, so EAGAIN can only mean the socket has nothing to read.
-        let n = match from.try_io(Interest::READABLE, || {
+        let n = when_ready(from, Interest::READABLE, || {
             Ok(splice(from, None, &pipe_write, None, PIPE, flags)?)
-        }) {
-            Ok(0) => {
-                finish(to);
-                return Ok(());
-            }
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
-        };
+        })
+        .await?;
+        if n == 0 {
+            finish(to);
+            return Ok(());
+        }
         let mut left = n;
         while left > 0 {
-            to.writable().await?;
-            match to.try_io(Interest::WRITABLE, || {
+            let m = when_ready(to, Interest::WRITABLE, || {
                 Ok(splice(&pipe_read, None, to, None, left, flags)?)
-            }) {
-                Ok(m) => left -= m,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e),
-            }
+            })
+            .await?;
+            left -= m;
+            meter.wrote(m);
         }
-        moved.fetch_add(n as u64, Ordering::Relaxed);
-        activity.touch();
     }
 }
 
 /// The portable fallback: a copy through a user-space buffer.
-async fn copy(
-    from: &TcpStream,
-    to: &TcpStream,
-    moved: &AtomicU64,
-    activity: &Activity,
-) -> io::Result<()> {
+async fn copy(from: &impl Socket, to: &impl Socket, meter: Meter<'_>) -> io::Result<()> {
     let mut buf = vec![0u8; BUFFER];
     loop {
-        from.readable().await?;
-        let n = match from.try_read(&mut buf) {
-            Ok(0) => {
-                finish(to);
-                return Ok(());
-            }
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
-        };
+        let n = when_ready(from, Interest::READABLE, || {
+            Ok(rustix::io::read(from, &mut buf)?)
+        })
+        .await?;
+        if n == 0 {
+            finish(to);
+            return Ok(());
+        }
         let mut written = 0;
         while written < n {
-            to.writable().await?;
-            match to.try_write(&buf[written..n]) {
-                Ok(m) => written += m,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e),
-            }
+            let m = when_ready(to, Interest::WRITABLE, || {
+                Ok(rustix::io::write(to, &buf[written..n])?)
+            })
+            .await?;
+            written += m;
+            meter.wrote(m);
         }
-        moved.fetch_add(n as u64, Ordering::Relaxed);
-        activity.touch();
     }
 }
 
 /// Pumps bytes both ways until the tunnel ends.
 pub(crate) async fn run(
-    client: TcpStream,
-    upstream: TcpStream,
-    idle: Duration,
-    cancel: CancellationToken,
+    client: &impl Socket,
+    upstream: &TcpStream,
+    timeouts: Timeouts,
+    cancel: &CancellationToken,
 ) -> Stats {
     let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
     let activity = Activity {
         start: Instant::now(),
         last_ms: AtomicU64::new(0),
     };
-    let to_upstream = forward(&client, &upstream, &up, &activity);
-    let to_client = forward(&upstream, &client, &down, &activity);
+    let meter = |moved| Meter {
+        moved,
+        activity: &activity,
+    };
+    let to_upstream = forward(client, upstream, meter(&up));
+    let to_client = forward(upstream, client, meter(&down));
     tokio::pin!(to_upstream, to_client);
     let (mut up_done, mut down_done) = (false, false);
     let end = loop {
         if up_done && down_done {
             break End::Closed;
         }
-        let idle_at = activity.idle_deadline(idle);
+        // Once one side has finished, the other may stay silent for the half-close timeout.
+        let (limit, expired) = if up_done || down_done {
+            (timeouts.half_close, End::HalfCloseTimeout)
+        } else {
+            (timeouts.idle, End::IdleTimeout)
+        };
         tokio::select! {
             result = &mut to_upstream, if !up_done => {
                 up_done = true;
+                activity.touch();
                 if result.is_err() { break End::Error; }
             }
             result = &mut to_client, if !down_done => {
                 down_done = true;
+                activity.touch();
                 if result.is_err() { break End::Error; }
             }
             () = cancel.cancelled() => break End::Shutdown,
-            () = tokio::time::sleep_until(idle_at) => {
-                if tokio::time::Instant::now() >= activity.idle_deadline(idle) {
-                    break End::IdleTimeout;
+            () = tokio::time::sleep_until(activity.deadline(limit)) => {
+                if tokio::time::Instant::now() >= activity.deadline(limit) {
+                    break expired;
                 }
             }
         }
@@ -201,5 +259,64 @@ pub(crate) async fn run(
         up: up.load(Ordering::Relaxed),
         down: down.load(Ordering::Relaxed),
         end,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream, UnixStream};
+    use tokio_util::sync::CancellationToken;
+
+    use super::{End, Timeouts, run};
+
+    /// A tunnel whose client side drains slowly through a small socket buffer, while the
+    /// upstream has plenty queued: every write of a chunk counts as activity, so the tunnel
+    /// outlives many idle timeouts while bytes move, and the counts are exact.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tunnel_draining_slowly_is_not_idle_and_counts_every_byte() {
+        const TOTAL: usize = 512 * 1024;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let source = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            stream.write_all(&vec![7u8; TOTAL]).await.unwrap();
+            stream.shutdown().await.unwrap();
+            let mut rest = Vec::new();
+            let _ = stream.read_to_end(&mut rest).await;
+        });
+        let upstream = TcpStream::connect(addr).await.unwrap();
+        let (proxy_side, mut client) = UnixStream::pair().unwrap();
+        rustix::net::sockopt::set_socket_send_buffer_size(&proxy_side, 4096).unwrap();
+        rustix::net::sockopt::set_socket_recv_buffer_size(&client, 4096).unwrap();
+        let reader = tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            let mut total = 0;
+            loop {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                match client.read(&mut buf).await {
+                    Ok(0) | Err(_) => return total,
+                    Ok(n) => total += n,
+                }
+            }
+        });
+        let timeouts = Timeouts {
+            idle: Duration::from_millis(200),
+            half_close: Duration::from_secs(30),
+        };
+        let cancel = CancellationToken::new();
+        let tunnel = tokio::spawn(async move {
+            let stats = run(&proxy_side, &upstream, timeouts, &cancel).await;
+            drop(proxy_side);
+            stats
+        });
+        let received = reader.await.unwrap();
+        let stats = tunnel.await.unwrap();
+        source.abort();
+        assert_eq!(received, TOTAL, "{stats:?}");
+        assert_eq!(stats.down, TOTAL as u64);
+        assert_ne!(stats.end, End::IdleTimeout);
     }
 }

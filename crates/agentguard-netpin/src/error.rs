@@ -112,13 +112,21 @@ pub enum DialError {
         limit: Duration,
     },
     /// Every checked address refused or failed.
-    #[error("could not connect to any checked address of {name}: {attempts}")]
+    #[error("could not connect to any checked address of {name}: {}", attempts_text(.attempts))]
     Connect {
         /// The name.
         name: String,
-        /// One `address: error` per attempt, in order (several causes, so kept as text).
-        attempts: String,
+        /// Each address tried and its error, in order (several causes, so not one source).
+        attempts: Vec<(SocketAddr, std::io::Error)>,
     },
+}
+
+fn attempts_text(attempts: &[(SocketAddr, std::io::Error)]) -> String {
+    attempts
+        .iter()
+        .map(|(addr, e)| format!("{addr}: {e}"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl DialError {

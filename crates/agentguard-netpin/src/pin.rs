@@ -64,26 +64,39 @@ pub async fn pin(
     })
 }
 
-/// Connects to the pinned addresses in order, each attempt bounded by `timeout`; returns the
-/// first stream that connects. Never resolves anything.
+/// Connects to the pinned addresses in order and returns the first stream that connects.
+/// Never resolves anything.
+///
+/// The whole dial, across every address, is bounded by `timeout`: each attempt gets an equal
+/// share of what is left, so a name with many addresses that all hang costs `timeout`, not
+/// one `timeout` per address.
 pub async fn dial(
     pinned: &PinnedHost,
     port: u16,
     timeout: Duration,
 ) -> Result<(TcpStream, SocketAddr), DialError> {
+    let deadline = tokio::time::Instant::now() + timeout;
     let mut failures = Vec::new();
     let mut timed_out = 0;
-    for ip in &pinned.addrs {
+    for (i, ip) in pinned.addrs.iter().enumerate() {
         let addr = SocketAddr::new(*ip, port);
-        match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let share = left / u32::try_from(pinned.addrs.len() - i).unwrap_or(u32::MAX);
+        match tokio::time::timeout(share, TcpStream::connect(addr)).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 return Ok((stream, addr));
             }
-            Ok(Err(e)) => failures.push(format!("{addr}: {e}")),
+            Ok(Err(e)) => failures.push((addr, e)),
             Err(_) => {
                 timed_out += 1;
-                failures.push(format!("{addr}: timed out after {timeout:?}"));
+                failures.push((
+                    addr,
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("timed out after {share:?}"),
+                    ),
+                ));
             }
         }
     }
@@ -92,6 +105,6 @@ pub async fn dial(
     }
     Err(DialError::Connect {
         name: pinned.name.to_string(),
-        attempts: failures.join("; "),
+        attempts: failures,
     })
 }

@@ -112,7 +112,7 @@ fn every_fetch_error_reports_a_listed_reason() {
         }),
         FetchError::Dial(DialError::Connect {
             name: "x".into(),
-            attempts: "x".into(),
+            attempts: Vec::new(),
         }),
         FetchError::Timeout {
             stage: "fetch",

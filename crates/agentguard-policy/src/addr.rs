@@ -181,8 +181,19 @@ impl AddressPolicy {
     }
 
     /// Decides one address.
+    ///
+    /// The unspecified addresses (`0.0.0.0`, `::`, and `::ffff:0.0.0.0`) are refused whatever
+    /// the allow CIDRs say: a connection to them reaches this host.
     pub fn check(&self, ip: IpAddr) -> std::result::Result<AddrPermit, Denial> {
         let canonical = ip.to_canonical();
+        if canonical.is_unspecified() {
+            return Err(Denial::new(
+                Reason::NonPublicAddress,
+                format!(
+                    "address {ip} is the unspecified address, which reaches this host; it is never dialed, whatever the allow CIDRs say"
+                ),
+            ));
+        }
         if let Some(net) = self.deny.iter().find(|n| n.contains(&canonical)) {
             return Err(Denial::new(
                 Reason::NonPublicAddress,

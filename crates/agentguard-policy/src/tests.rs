@@ -761,3 +761,16 @@ fn authorities_are_parsed_once_for_every_layer() {
         assert!(err.contains(needle), "{bad:?}: {err}");
     }
 }
+
+#[test]
+fn the_unspecified_addresses_are_refused_whatever_the_allow_cidrs_say() {
+    let everything = AddressPolicy::new()
+        .allow_cidr(parse_cidr("0.0.0.0/0").unwrap())
+        .allow_cidr(parse_cidr("::/0").unwrap());
+    for ip in ["0.0.0.0", "::", "::ffff:0.0.0.0"] {
+        let denial = everything.check(ip.parse().unwrap()).unwrap_err();
+        assert_eq!(denial.reason, Reason::NonPublicAddress, "{ip}");
+        assert!(denial.message.contains("unspecified"), "{ip}: {denial}");
+    }
+    assert!(everything.check("127.0.0.2".parse().unwrap()).is_ok());
+}

@@ -21,8 +21,12 @@ enum Zone {
         first: Vec<IpAddr>,
         later: Vec<IpAddr>,
         ttl: u32,
+        /// How long to wait before answering.
+        delay: std::time::Duration,
     },
     NxDomain,
+    /// Queries are logged and never answered.
+    Silent,
 }
 
 #[derive(Debug, Default)]
@@ -58,7 +62,7 @@ impl FakeDns {
             .expect("bind fake DNS");
         let addr = socket.local_addr().expect("fake DNS address");
         let state = Arc::new(Mutex::new(State::default()));
-        let task = tokio::spawn(serve(socket, Arc::clone(&state)));
+        let task = tokio::spawn(serve(Arc::new(socket), Arc::clone(&state)));
         FakeDns { addr, state, task }
     }
 
@@ -80,6 +84,7 @@ impl FakeDns {
                 first: ips.to_vec(),
                 later: ips.to_vec(),
                 ttl,
+                delay: std::time::Duration::ZERO,
             },
         );
     }
@@ -92,8 +97,31 @@ impl FakeDns {
                 first: first.to_vec(),
                 later: later.to_vec(),
                 ttl: 0,
+                delay: std::time::Duration::ZERO,
             },
         );
+    }
+
+    /// Answers `name` with `ips` (TTL 60), but only after `delay`.
+    pub fn answer_after(&self, name: &str, ips: &[IpAddr], delay: std::time::Duration) {
+        self.state.lock().unwrap().zones.insert(
+            canonical(name),
+            Zone::Records {
+                first: ips.to_vec(),
+                later: ips.to_vec(),
+                ttl: 60,
+                delay,
+            },
+        );
+    }
+
+    /// Never answers queries for `name` (they are still counted).
+    pub fn silent(&self, name: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .zones
+            .insert(canonical(name), Zone::Silent);
     }
 
     /// Answers NXDOMAIN for `name`.
@@ -128,14 +156,50 @@ impl FakeDns {
     }
 }
 
-async fn serve(socket: UdpSocket, state: Arc<Mutex<State>>) {
+/// How long to wait before answering this query.
+fn delay_of(query: &[u8], state: &Mutex<State>) -> Option<std::time::Duration> {
+    let name = question_name(query)?;
+    match state.lock().unwrap().zones.get(&name) {
+        Some(Zone::Records { delay, .. }) => Some(*delay),
+        _ => None,
+    }
+}
+
+/// The question's name, lower case, without the root dot.
+fn question_name(query: &[u8]) -> Option<String> {
+    let mut pos = 12;
+    let mut labels = Vec::new();
+    loop {
+        let len = *query.get(pos)? as usize;
+        pos += 1;
+        if len == 0 {
+            return Some(labels.join("."));
+        }
+        labels.push(String::from_utf8_lossy(query.get(pos..pos + len)?).to_ascii_lowercase());
+        pos += len;
+    }
+}
+
+async fn serve(socket: Arc<UdpSocket>, state: Arc<Mutex<State>>) {
     let mut buf = [0u8; 1500];
     loop {
         let Ok((len, peer)) = socket.recv_from(&mut buf).await else {
             continue;
         };
-        if let Some(reply) = respond(&buf[..len], &state) {
-            let _ = socket.send_to(&reply, peer).await;
+        let Some(reply) = respond(&buf[..len], &state) else {
+            continue;
+        };
+        match delay_of(&buf[..len], &state) {
+            Some(delay) if !delay.is_zero() => {
+                let socket = Arc::clone(&socket);
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = socket.send_to(&reply, peer).await;
+                });
+            }
+            _ => {
+                let _ = socket.send_to(&reply, peer).await;
+            }
         }
     }
 }
@@ -173,7 +237,10 @@ fn respond(query: &[u8], state: &Mutex<State>) -> Option<Vec<u8>> {
     state.log.push((name.clone(), qtype));
     let (rcode, answers, ttl): (u16, Vec<IpAddr>, u32) = match state.zones.get(&name) {
         None | Some(Zone::NxDomain) => (3, Vec::new(), 0),
-        Some(Zone::Records { first, later, ttl }) => {
+        Some(Zone::Silent) => return None,
+        Some(Zone::Records {
+            first, later, ttl, ..
+        }) => {
             let pool = if previous == 0 { first } else { later };
             let wanted = pool
                 .iter()

@@ -84,6 +84,7 @@ fn keys(root: &Path, files: &[PathBuf], audit: &str, problems: &mut Vec<String>)
         ValueType::Number => "number",
         ValueType::Bool => "boolean",
         ValueType::NumberOrNull => "number or null",
+        ValueType::Strings => "array of strings",
     };
     let rows: BTreeSet<String> = table(audit, "| key | type | written by |")
         .iter()

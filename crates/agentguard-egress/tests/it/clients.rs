@@ -1,6 +1,7 @@
 //! Real clients through the proxy: curl with `--proxy`, and Python's urllib with `HTTPS_PROXY`,
 //! fetching from a TLS upstream with the test CA. The clients never resolve the name
 //! themselves: they send `CONNECT name:port` and the proxy resolves it through the fake DNS.
+//! The upstream's port is a TLS port of the proxy, so every fetch passes the TLS name check.
 
 use std::process::{Command, Output};
 
@@ -25,6 +26,7 @@ async fn setup() -> Setup {
             env.policy(&["pkgs.example.test"])
                 .allow_port(upstream.addr().port()),
         )
+        .tls_ports([upstream.addr().port()])
         .start()
         .await
         .unwrap();

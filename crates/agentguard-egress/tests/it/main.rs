@@ -3,7 +3,9 @@
 //! and 127.0.0.3 (standing in for a private one), raw clients, curl and Python.
 
 mod clients;
+mod hardening;
 mod limits;
+mod sni;
 mod statuses;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -160,4 +162,56 @@ pub(crate) async fn echo(stream: &mut TcpStream, data: &[u8]) -> Vec<u8> {
     let mut back = vec![0u8; data.len()];
     stream.read_exact(&mut back).await.unwrap();
     back
+}
+
+/// A listener on `ip:port` (0 picks one) with a backlog of 0 that never accepts, its queue
+/// filled: the kernel drops further SYNs on loopback, so a dial to it hangs. Keep the value
+/// alive while the dial should hang.
+pub(crate) struct BlackHole {
+    pub(crate) port: u16,
+    _listener: tokio::net::TcpListener,
+    _fillers: Vec<TcpStream>,
+}
+
+impl BlackHole {
+    pub(crate) async fn start(ip: IpAddr, port: u16) -> std::io::Result<BlackHole> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::new(ip, port))?;
+        let listener = socket.listen(0)?;
+        let port = listener.local_addr()?.port();
+        let mut fillers = Vec::new();
+        for _ in 0..4 {
+            if let Ok(Ok(s)) = tokio::time::timeout(
+                std::time::Duration::from_millis(300),
+                TcpStream::connect((ip, port)),
+            )
+            .await
+            {
+                fillers.push(s);
+            }
+        }
+        Ok(BlackHole {
+            port,
+            _listener: listener,
+            _fillers: fillers,
+        })
+    }
+}
+
+/// Waits (bounded) until the sink holds a record of `kind`; returns it.
+pub(crate) async fn wait_for(
+    audit: &Arc<MemorySink>,
+    kind: agentguard_audit::Kind,
+    within: std::time::Duration,
+) -> agentguard_audit::Record {
+    let audit = Arc::clone(audit);
+    tokio::task::spawn_blocking(move || {
+        let records = audit.wait_until(within, |records| records.iter().any(|r| r.kind == kind));
+        let records = records.unwrap_or_else(|| {
+            panic!("no {kind:?} event within {within:?}: {:?}", audit.records())
+        });
+        records.into_iter().find(|r| r.kind == kind).unwrap()
+    })
+    .await
+    .unwrap()
 }

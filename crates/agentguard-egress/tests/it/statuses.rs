@@ -177,12 +177,17 @@ async fn an_allowed_name_is_tunneled_to_the_checked_address_and_audited() {
         format!("pkgs.example.test:{p}"),
         "the canonical target is what is logged"
     );
-    assert_eq!(records[0].data["dialed"], format!("127.0.0.2:{p}"));
     assert_eq!(
         records[0].data["rule"], "pkgs.example.test",
         "the allowlist pattern that matched is recorded"
     );
+    assert_eq!(
+        records[0].data["addresses"],
+        serde_json::json!(["127.0.0.2"]),
+        "the checked addresses are recorded with the decision, before the dial"
+    );
     assert_eq!(records[1].kind, Kind::EgressClose);
+    assert_eq!(records[1].data["dialed"], format!("127.0.0.2:{p}"));
     assert_eq!(records[1].data["bytes_up"], 24);
     assert_eq!(records[1].data["bytes_down"], 24);
     assert_eq!(records[1].reason, "closed");
@@ -263,7 +268,22 @@ async fn dns_rebinding_mixed_answers_and_mapped_addresses_are_refused() {
         ),
         (403, Some("non_public_address"))
     );
-    assert!(second.body.contains("127.0.0.3"), "{}", second.body);
+    // The client learns the reason and the rule, never what the name resolved to: the proxy
+    // is no DNS oracle. The audit log has the addresses.
+    assert!(!second.body.contains("127.0.0.3"), "{}", second.body);
+    let refusal = env
+        .audit
+        .records()
+        .into_iter()
+        .rfind(|r| r.reason == "non_public_address")
+        .unwrap();
+    assert!(
+        refusal.data["message"]
+            .as_str()
+            .unwrap()
+            .contains("127.0.0.3"),
+        "{refusal:?}"
+    );
 
     for (name, status, reason) in [
         ("mixed", 403, "non_public_address"),

@@ -1,0 +1,75 @@
+//! File descriptors: the proxy raises its soft limit to the hard one, and derives its default
+//! connection cap from the result, so it answers 503 at the cap instead of running out.
+//!
+//! A tunnel holds up to six descriptors: the client's socket, the upstream's, and a pipe
+//! (two descriptors) per direction once bytes flow; an idle tunnel holds two. The cap leaves
+//! a reserve for everything else (the listener, the audit log, resolver sockets, stdio).
+
+use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+
+/// The most descriptors one tunnel holds.
+pub const DESCRIPTORS_PER_TUNNEL: u64 = 6;
+/// Descriptors kept for the rest of the process.
+pub const RESERVED_DESCRIPTORS: u64 = 64;
+/// The cap when the limit is unlimited.
+const UNLIMITED_CAP: usize = 1 << 20;
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (where it is lower) and returns the soft
+/// limit now in force (`None` for unlimited).
+pub fn raise_nofile_limit() -> Option<u64> {
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        let raised = Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            return limit.maximum;
+        }
+    }
+    limit.current
+}
+
+/// The connection cap a descriptor limit affords (at least 1).
+pub fn connections_for(nofile: Option<u64>) -> usize {
+    match nofile {
+        None => UNLIMITED_CAP,
+        Some(n) => {
+            let cap = n.saturating_sub(RESERVED_DESCRIPTORS) / DESCRIPTORS_PER_TUNNEL;
+            usize::try_from(cap)
+                .unwrap_or(UNLIMITED_CAP)
+                .clamp(1, UNLIMITED_CAP)
+        }
+    }
+}
+
+/// True when an error, or any cause under it, is "too many open files" (EMFILE or ENFILE).
+pub(crate) fn out_of_descriptors(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(io.raw_os_error(), Some(23 | 24))
+        {
+            return true;
+        }
+        if e.to_string().contains("Too many open files") {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_cap_leaves_the_reserve_and_six_descriptors_a_tunnel() {
+        assert_eq!(super::connections_for(Some(20_000)), 3322);
+        assert_eq!(super::connections_for(Some(10)), 1);
+        assert_eq!(super::connections_for(None), 1 << 20);
+        let emfile = std::io::Error::from_raw_os_error(24);
+        assert!(super::out_of_descriptors(&emfile));
+        let refused = std::io::Error::from_raw_os_error(111);
+        assert!(!super::out_of_descriptors(&refused));
+    }
+}
