@@ -76,17 +76,27 @@ pub(crate) struct EgressProxyArgs {
     /// Append every decision to this audit log.
     #[arg(long, value_name = "FILE")]
     pub(crate) audit: Option<PathBuf>,
-    /// Maximum concurrent connections.
-    #[arg(long, value_name = "N")]
-    pub(crate) max_connections: Option<usize>,
-    /// Upstream connect timeout in seconds.
-    #[arg(long, value_name = "S")]
+    /// Sign the audit log with the HMAC key in this environment variable.
+    #[arg(long, value_name = "VAR", requires = "audit")]
+    pub(crate) audit_key_env: Option<String>,
+    /// Maximum concurrent connections (default: what the descriptor limit affords).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub(crate) max_connections: Option<u64>,
+    /// Seconds for resolution and the dial across every address, together (default 10).
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub(crate) connect_timeout: Option<u64>,
-    /// Tunnel idle timeout in seconds.
-    #[arg(long, value_name = "S")]
+    /// Seconds a tunnel may move no byte either way (default 300).
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub(crate) idle_timeout: Option<u64>,
-    /// Seconds open tunnels get to finish after SIGINT/SIGTERM before they are closed.
-    #[arg(long, value_name = "S", default_value_t = 10)]
+    /// Seconds a tunnel stays open after one side finished while the other is silent
+    /// (default 5).
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub(crate) half_close_timeout: Option<u64>,
+    /// Do not check, on port 443, that the ClientHello asks for the CONNECT host.
+    #[arg(long)]
+    pub(crate) no_sni_check: bool,
+    /// Seconds open connections get to finish after SIGINT/SIGTERM before they are closed.
+    #[arg(long, value_name = "S", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub(crate) grace: u64,
 }
 
@@ -105,6 +115,9 @@ pub(crate) struct FetchArgs {
     /// Append the decision to this audit log.
     #[arg(long, value_name = "FILE")]
     pub(crate) audit: Option<PathBuf>,
+    /// Sign the audit log with the HMAC key in this environment variable.
+    #[arg(long, value_name = "VAR", requires = "audit")]
+    pub(crate) audit_key_env: Option<String>,
     /// Print one JSON object (status, headers, body, address dialed).
     #[arg(long)]
     pub(crate) json: bool,

@@ -7,10 +7,11 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 
-use agentguard_audit::{AuditLog, Decision, Key, Kind, LogOptions, Reader, Record, Summary};
+use agentguard_audit::{AuditLog, Decision, Escaped, Kind, LogOptions, Reader, Record, Summary};
 use anyhow::Context;
 
 use crate::args::{AuditCommand, AuditRepairArgs, AuditShowArgs, AuditVerifyArgs, DecisionFilter};
+use crate::audit_log::key_from_env;
 use crate::exit::{self, Exit};
 use crate::output;
 
@@ -20,18 +21,6 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
         AuditCommand::Show(args) => show(&args),
         AuditCommand::Repair(args) => repair(&args),
     }
-}
-
-/// Reads the HMAC key from the named environment variable (its bytes, as given).
-fn key_from_env(var: Option<&str>) -> anyhow::Result<Option<Key>> {
-    let Some(var) = var else { return Ok(None) };
-    let value = std::env::var_os(var)
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| Exit::usage(format!("--key-env {var}: the environment variable {var} is not set or empty; export the log's HMAC key in it")))?;
-    let bytes = value.into_encoded_bytes();
-    Key::new(bytes)
-        .map(Some)
-        .map_err(|e| Exit::usage(format!("--key-env {var}: {e}")).into())
 }
 
 fn open(path: &Path) -> anyhow::Result<BufReader<File>> {
@@ -54,7 +43,7 @@ fn describe(summary: &Summary) -> String {
 }
 
 fn verify(args: &AuditVerifyArgs) -> anyhow::Result<u8> {
-    let key = key_from_env(args.key_env.as_deref())?;
+    let key = key_from_env("--key-env", args.key_env.as_deref())?;
     match agentguard_audit::verify(open(&args.file)?, key) {
         Ok(summary) => {
             output::write_lines([format!("ok: {}", describe(&summary))])?;
@@ -70,7 +59,7 @@ fn verify(args: &AuditVerifyArgs) -> anyhow::Result<u8> {
 }
 
 fn show(args: &AuditShowArgs) -> anyhow::Result<u8> {
-    let key = key_from_env(args.key_env.as_deref())?;
+    let key = key_from_env("--key-env", args.key_env.as_deref())?;
     let kind = match &args.kind {
         None => None,
         Some(k) => Some(serde_json::from_value::<Kind>(serde_json::Value::String(k.clone())).map_err(|_| {
@@ -111,7 +100,7 @@ fn show(args: &AuditShowArgs) -> anyhow::Result<u8> {
     match problem {
         None => {
             if !args.json {
-                eprintln!("verified: {}", describe(reader.summary()));
+                crate::output::note(&format!("verified: {}", describe(reader.summary())));
             }
             Ok(exit::SUCCESS)
         }
@@ -129,8 +118,8 @@ fn row(record: &Record) -> String {
         .subject
         .iter()
         .map(|(k, v)| match v {
-            serde_json::Value::String(s) => format!("{k}={s}"),
-            other => format!("{k}={other}"),
+            serde_json::Value::String(s) => format!("{}={}", Escaped(k), Escaped(s)),
+            other => format!("{}={other}", Escaped(k)),
         })
         .collect();
     format!(
@@ -139,13 +128,13 @@ fn row(record: &Record) -> String {
         record.ts,
         record.kind.as_str(),
         record.decision.as_str(),
-        record.reason,
+        Escaped(&record.reason).to_string(),
         subject.join(" ")
     )
 }
 
 fn repair(args: &AuditRepairArgs) -> anyhow::Result<u8> {
-    let key = key_from_env(args.key_env.as_deref())?;
+    let key = key_from_env("--key-env", args.key_env.as_deref())?;
     let options = LogOptions {
         key,
         ..LogOptions::default()

@@ -61,6 +61,7 @@ impl Text {
 #[serde(deny_unknown_fields)]
 struct AuditTable {
     path: PathBuf,
+    key_env: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,7 +93,13 @@ struct File {
 /// A loaded configuration.
 pub(crate) struct RunConfig {
     pub(crate) spec: ContainerSpec,
-    pub(crate) audit: Option<PathBuf>,
+    pub(crate) audit: Option<AuditConfig>,
+}
+
+/// The `[audit]` table: where runs are recorded, and the variable holding the HMAC key.
+pub(crate) struct AuditConfig {
+    pub(crate) path: PathBuf,
+    pub(crate) key_env: Option<String>,
 }
 
 /// Reads and parses the file, without building anything yet.
@@ -172,7 +179,10 @@ pub(crate) fn load(path: &Path) -> anyhow::Result<RunConfig> {
             }
         }
     }
-    let audit = file.audit.as_ref().map(|a| resolve(&a.path));
+    let audit = file.audit.as_ref().map(|a| AuditConfig {
+        path: resolve(&a.path),
+        key_env: a.key_env.clone(),
+    });
     Ok(RunConfig {
         spec: settings(builder, file).build().map_err(in_file)?,
         audit,

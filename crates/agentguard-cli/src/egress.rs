@@ -9,11 +9,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentguard_audit::{AuditLog, AuditSink, Durability, LogOptions};
+use agentguard_audit::{AuditSink, Durability};
 use agentguard_egress::EgressProxy;
 use anyhow::Context;
 
 use crate::args::EgressProxyArgs;
+use crate::audit_log;
 use crate::exit::{self, Exit};
 use crate::signal::Shutdown;
 
@@ -27,8 +28,12 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
         .policy(policy)
         .bind(SocketAddr::new(ip, args.port));
     if let Some(n) = args.max_connections {
-        builder = builder.max_connections(n);
+        builder = builder.max_connections(usize::try_from(n).unwrap_or(usize::MAX));
     }
+    if let Some(s) = args.half_close_timeout {
+        builder = builder.half_close_timeout(Duration::from_secs(s));
+    }
+    builder = builder.sni_check(!args.no_sni_check);
     if let Some(s) = args.connect_timeout {
         builder = builder.connect_timeout(Duration::from_secs(s));
     }
@@ -37,9 +42,11 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
     }
     // The proxy's decisions are frequent and on the hot path: flush durability (docs/audit.md).
     let log = match &args.audit {
-        Some(path) => Some(Arc::new(AuditLog::open(
+        Some(path) => Some(Arc::new(audit_log::open(
             path,
-            LogOptions::with_durability(Durability::Flush),
+            Durability::Flush,
+            "--audit-key-env",
+            args.audit_key_env.as_deref(),
         )?)),
         None => None,
     };
@@ -67,10 +74,10 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
         tracing::info!(signal = stop.name(), "shutting down");
         let result = proxy.shutdown(Duration::from_secs(args.grace)).await;
         if !result.drained {
-            eprintln!(
+            crate::output::note(&format!(
                 "agentguard: closed tunnels still open after the {} s grace period",
                 args.grace
-            );
+            ));
         }
         anyhow::Ok(())
     })?;

@@ -7,12 +7,13 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use agentguard_audit::{AuditLog, AuditSink, Durability, LogOptions};
+use agentguard_audit::{AuditSink, Durability};
 use agentguard_netpin::{FetchError, Fetcher};
 use anyhow::Context;
 use serde_json::json;
 
 use crate::args::FetchArgs;
+use crate::audit_log;
 use crate::exit;
 
 pub(crate) fn run(args: &FetchArgs) -> anyhow::Result<u8> {
@@ -27,7 +28,12 @@ pub(crate) fn run(args: &FetchArgs) -> anyhow::Result<u8> {
     }
     if let Some(path) = &args.audit {
         // A fetch is rare and worth a sync: fsync durability (docs/audit.md).
-        let log = AuditLog::open(path, LogOptions::with_durability(Durability::Fsync))?;
+        let log = audit_log::open(
+            path,
+            Durability::Fsync,
+            "--audit-key-env",
+            args.audit_key_env.as_deref(),
+        )?;
         builder = builder.audit(Arc::new(log) as Arc<dyn AuditSink>);
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -62,10 +68,10 @@ pub(crate) fn run(args: &FetchArgs) -> anyhow::Result<u8> {
     if (200..300).contains(&response.status) {
         Ok(exit::SUCCESS)
     } else {
-        eprintln!(
+        crate::output::note(&format!(
             "agentguard: HTTP status {} from {}",
             response.status, response.url
-        );
+        ));
         Ok(exit::FAILURE)
     }
 }

@@ -3,6 +3,7 @@
 
 mod args;
 mod audit;
+mod audit_log;
 mod classify;
 mod config;
 mod doctor;
@@ -31,7 +32,7 @@ fn main() -> ExitCode {
             if output::is_broken_pipe(&err) {
                 return ExitCode::from(exit::SUCCESS);
             }
-            eprintln!("agentguard: error: {err:#}");
+            crate::output::note(&format!("agentguard: error: {err:#}"));
             ExitCode::from(exit::code_for(&err))
         }
     }

@@ -1,4 +1,6 @@
-//! Writing data to stdout: a closed pipe (`agentguard ... | head -1`) ends quietly.
+//! Writing data to stdout (a closed pipe, `agentguard ... | head -1`, ends quietly) and notes
+//! to stderr (never a panic when stderr cannot be written, and every control character that
+//! came from a client, a peer or a container escaped).
 
 use std::io::{self, Write};
 
@@ -20,4 +22,11 @@ pub(crate) fn is_broken_pipe(err: &anyhow::Error) -> bool {
             .downcast_ref::<io::Error>()
             .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
     })
+}
+
+/// Writes one line to stderr, with control characters escaped; a failure to write is
+/// ignored, since there is nowhere left to report it (`eprintln!` would panic).
+pub(crate) fn note(line: &str) {
+    let text = format!("{}\n", agentguard_audit::Escaped(line));
+    let _ = io::stderr().lock().write_all(text.as_bytes());
 }

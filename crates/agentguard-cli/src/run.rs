@@ -6,12 +6,13 @@
 
 use std::sync::Arc;
 
-use agentguard_audit::{AuditLog, AuditSink, Decision, Durability, Event, LogOptions};
+use agentguard_audit::{AuditSink, Decision, Durability, Event};
 use agentguard_container::{ContainerExecutor, RunError, RunResult, RunStatus};
 use anyhow::Context;
 use serde_json::json;
 
 use crate::args::RunArgs;
+use crate::audit_log;
 use crate::exit::{self, Exit};
 use crate::signal::{Shutdown, Stop};
 use crate::{config, output};
@@ -37,9 +38,11 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let image = config.spec.image().to_owned();
     let audit: Option<Arc<dyn AuditSink>> = match &config.audit {
         // A run is rare and worth a sync: fsync durability (docs/audit.md).
-        Some(path) => Some(Arc::new(AuditLog::open(
-            path,
-            LogOptions::with_durability(Durability::Fsync),
+        Some(audit) => Some(Arc::new(audit_log::open(
+            &audit.path,
+            Durability::Fsync,
+            "[audit] key_env",
+            audit.key_env.as_deref(),
         )?)),
         None => None,
     };
@@ -108,24 +111,24 @@ fn report(result: &RunResult, json: bool) -> anyhow::Result<u8> {
             u8::try_from(result.exit_code.unwrap_or(i32::from(exit::ERROR))).unwrap_or(exit::ERROR)
         }
         RunStatus::TimedOut => {
-            eprintln!(
+            crate::output::note(&format!(
                 "agentguard: {} timed out; container {} killed and removed",
                 result.command, result.container
-            );
+            ));
             exit::TIMEOUT
         }
         RunStatus::OutputLimit => {
-            eprintln!(
+            crate::output::note(&format!(
                 "agentguard: {} exceeded the output limit; output truncated, container {} killed and removed",
                 result.command, result.container
-            );
+            ));
             exit::OUTPUT_LIMIT
         }
         RunStatus::Killed => {
-            eprintln!(
+            crate::output::note(&format!(
                 "agentguard: {} was killed by SIGKILL, not by agentguard: probable OOM (memory limit)",
                 result.command
-            );
+            ));
             exit::KILLED
         }
     };

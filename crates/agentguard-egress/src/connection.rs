@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use agentguard_audit::{AuditSink, Decision, Event, error_chain};
 use agentguard_netpin::{DialError, Resolve, dial};
-use agentguard_policy::{Host, TargetPolicy};
+use agentguard_policy::TargetPolicy;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -24,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 use crate::builder::Limits;
 use crate::decide::{Allowed, Refused, decide, out_of_fds};
 use crate::head::head_end;
+use crate::hello::check_hello;
 use crate::limits::out_of_descriptors;
 use crate::response::{ESTABLISHED, Refusal, RefusalKind, refuse};
-use crate::sni::{Hello, MAX_HELLO, server_name};
 use crate::tunnel::{self, Socket, Timeouts};
 
 /// What every connection of one proxy shares.
@@ -48,15 +48,15 @@ impl<T: AsyncRead + AsyncWrite + Socket + Unpin + Send + 'static> Client for T {
 
 /// How a connection with a recorded allow decision ended: its close event.
 #[derive(Debug, Default)]
-struct Close {
-    reason: &'static str,
+pub(crate) struct Close {
+    pub(crate) reason: &'static str,
     /// The status answered (200 once the tunnel opened), when one was.
-    status: Option<u16>,
-    dialed: Option<SocketAddr>,
-    up: u64,
-    down: u64,
-    message: Option<String>,
-    sni: Option<String>,
+    pub(crate) status: Option<u16>,
+    pub(crate) dialed: Option<SocketAddr>,
+    pub(crate) up: u64,
+    pub(crate) down: u64,
+    pub(crate) message: Option<String>,
+    pub(crate) sni: Option<String>,
 }
 
 impl Close {
@@ -318,98 +318,4 @@ fn dial_refusal(allowed: &Allowed, error: &DialError) -> Refusal {
         ),
     };
     refusal.with_detail(error_chain(error))
-}
-
-/// Why the ClientHello check closed a tunnel.
-struct HelloRefused {
-    reason: &'static str,
-    message: String,
-    sni: Option<String>,
-}
-
-impl HelloRefused {
-    fn new(reason: &'static str, message: impl Into<String>) -> HelloRefused {
-        HelloRefused {
-            reason,
-            message: message.into(),
-            sni: None,
-        }
-    }
-
-    fn with(self, close: Close) -> Close {
-        Close {
-            reason: self.reason,
-            message: Some(self.message),
-            sni: self.sni,
-            ..close
-        }
-    }
-}
-
-/// Reads the client's first TLS records into `sent` until the ClientHello is whole, and
-/// requires its `server_name` to be `name`.
-async fn check_hello(
-    client: &mut impl Client,
-    sent: &mut Vec<u8>,
-    name: &str,
-    shared: &Shared,
-    cancel: &CancellationToken,
-) -> Result<(), HelloRefused> {
-    let limit = shared.limits.head_timeout;
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut chunk = [0u8; 4096];
-    loop {
-        match server_name(sent) {
-            Hello::Incomplete if sent.len() <= MAX_HELLO => {}
-            Hello::Incomplete => {
-                return Err(HelloRefused::new("not_tls", "no ClientHello within 64 KiB"));
-            }
-            Hello::NotTls => {
-                return Err(HelloRefused::new(
-                    "not_tls",
-                    "the first bytes are not a TLS handshake",
-                ));
-            }
-            Hello::Malformed(why) => return Err(HelloRefused::new("not_tls", why)),
-            Hello::Complete(None) => {
-                return Err(HelloRefused::new(
-                    "sni_missing",
-                    "the ClientHello names no server",
-                ));
-            }
-            Hello::Complete(Some(sni)) => {
-                let same = matches!(Host::parse(&sni), Ok(Host::Domain(d)) if d.as_str() == name);
-                if same {
-                    return Ok(());
-                }
-                let shown: String = sni.chars().take(256).collect();
-                return Err(HelloRefused {
-                    sni: Some(shown.clone()),
-                    ..HelloRefused::new(
-                        "sni_mismatch",
-                        format!("the ClientHello asks for {shown:?}, not for {name}"),
-                    )
-                });
-            }
-        }
-        let read = tokio::select! {
-            () = cancel.cancelled() => return Err(HelloRefused::new("shutdown", "the proxy shut down")),
-            read = tokio::time::timeout_at(deadline, client.read(&mut chunk)) => read,
-        };
-        match read {
-            Err(_) => {
-                return Err(HelloRefused::new(
-                    "not_tls",
-                    format!("no ClientHello within {limit:?}"),
-                ));
-            }
-            Ok(Ok(0)) | Ok(Err(_)) => {
-                return Err(HelloRefused::new(
-                    "client_gone",
-                    "the client closed before its ClientHello",
-                ));
-            }
-            Ok(Ok(n)) => sent.extend_from_slice(&chunk[..n]),
-        }
-    }
 }

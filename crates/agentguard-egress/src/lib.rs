@@ -14,6 +14,7 @@ mod connection;
 mod decide;
 mod error;
 mod head;
+mod hello;
 mod limits;
 mod response;
 mod server;

@@ -43,6 +43,48 @@ pub fn connections_for(nofile: Option<u64>) -> usize {
     }
 }
 
+/// A descriptor held in reserve: when the proxy is out of descriptors and a client waits in
+/// the accept queue, the spare is given up for a moment so that client can be accepted and
+/// answered 503 `out_of_descriptors` at once, and taken back as soon as that answer's socket
+/// closes (its descriptor number is then the lowest free one, so nothing else takes it first).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Spare(std::sync::Arc<std::sync::Mutex<Option<std::fs::File>>>);
+
+impl Spare {
+    /// Takes a descriptor, if none is held and one is free.
+    pub(crate) fn refill(&self) {
+        let mut held = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.is_none() {
+            *held = std::fs::File::open("/dev/null").ok();
+        }
+    }
+
+    /// Gives the descriptor up; true when one was held.
+    pub(crate) fn release(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .is_some()
+    }
+}
+
+/// True when a client waits in the listener's accept queue (a poll with no wait).
+pub(crate) fn pending(listener: &impl std::os::fd::AsFd) -> bool {
+    let mut fds = [rustix::event::PollFd::new(
+        listener,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    rustix::event::poll(&mut fds, Some(&zero)).is_ok_and(|n| n > 0)
+}
+
 /// True when an error, or any cause under it, is "too many open files" (EMFILE or ENFILE).
 pub(crate) fn out_of_descriptors(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(err);

@@ -216,9 +216,16 @@ where
         return;
     }
     let _ = stream.shutdown().await;
+    // Out of descriptors, the descriptor is wanted back at once: drain only what is there.
+    let linger = if refusal.kind == RefusalKind::OutOfDescriptors {
+        Duration::from_millis(20)
+    } else {
+        Duration::from_secs(1)
+    };
     let mut sink = [0u8; 4096];
     let mut drained = 0usize;
-    let linger = async {
+    let linger_for = linger;
+    let drain = async {
         while drained < 64 * 1024 {
             match stream.read(&mut sink).await {
                 Ok(0) | Err(_) => break,
@@ -226,5 +233,5 @@ where
             }
         }
     };
-    let _ = tokio::time::timeout(Duration::from_secs(1), linger).await;
+    let _ = tokio::time::timeout(linger_for, drain).await;
 }

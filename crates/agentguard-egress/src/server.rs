@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use crate::builder::Limits;
 use crate::connection::{self, Shared};
 use crate::error::{Error, Result};
+use crate::limits::{Spare, out_of_descriptors, pending};
 use crate::response::RefusalKind;
 
 /// What the builder hands over once everything is validated.
@@ -120,13 +121,6 @@ impl Drop for EgressProxy {
     }
 }
 
-/// A descriptor held in reserve: when accepting fails for want of descriptors, it is given
-/// up for a moment, so the waiting client can be accepted and answered 503 at once instead of
-/// waiting in the accept queue.
-fn spare() -> Option<std::fs::File> {
-    std::fs::File::open("/dev/null").ok()
-}
-
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
@@ -134,32 +128,36 @@ async fn accept_loop(
     tunnels: CancellationToken,
     tracker: TaskTracker,
 ) {
-    let mut reserve = spare();
+    let spare = Spare::default();
     loop {
+        spare.refill();
         let accepted = tokio::select! {
             () = accepting.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
         let (stream, peer) = match accepted {
             Ok(pair) => pair,
-            Err(e) if crate::limits::out_of_descriptors(&e) && reserve.is_some() => {
-                drop(reserve.take());
-                if let Ok((stream, peer)) = listener.accept().await {
-                    tracing::warn!(client = %peer, "out of file descriptors: answered 503");
-                    let refusal = RefusalKind::OutOfDescriptors;
-                    connection::over_capacity(
-                        Arc::clone(&shared),
-                        stream,
-                        peer.to_string(),
-                        refusal,
-                    )
-                    .await;
+            Err(e) if out_of_descriptors(&e) => {
+                // An accept fails for want of a descriptor even when nobody waits; only a
+                // waiting client is worth the spare.
+                if pending(&listener) && spare.release() {
+                    let now = tokio::time::timeout(Duration::from_millis(10), listener.accept());
+                    if let Ok(Ok((stream, peer))) = now.await {
+                        tracing::warn!(client = %peer, "out of file descriptors: answered 503");
+                        let kind = RefusalKind::OutOfDescriptors;
+                        let (shared, spare) = (Arc::clone(&shared), spare.clone());
+                        tracker.spawn(async move {
+                            connection::over_capacity(shared, stream, peer.to_string(), kind).await;
+                            spare.refill();
+                        });
+                        continue;
+                    }
                 }
-                reserve = spare();
+                // Nobody waits, or no spare: wait for a descriptor to come free.
+                tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
             Err(e) => {
-                // Out of descriptors with no reserve left, and the like: back off, not spin.
                 tracing::warn!(error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;

@@ -5,6 +5,7 @@ mod classify;
 mod egress;
 mod exit_codes;
 mod fetch;
+mod hardening;
 mod run;
 mod surface;
 
