@@ -20,7 +20,7 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "audit",
         "agentguard-audit",
         "audit_bench",
-        "Audit appends per second for each durability mode, against a baseline that serializes each event and writes and fdatasyncs it alone under a mutex. Buffered and flush figures include the final flush of the file.",
+        "Audit appends per second for each durability mode, against a baseline that serializes each event and writes and fdatasyncs it alone under a mutex (buffered and flush figures include the final flush of the file); and appends per second into one log from 8 writer processes against one, each with its own handle and file lock.",
     ),
     (
         "tunnel",
@@ -35,10 +35,22 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "Connection setup: sequential CONNECT-to-200 round trips (connect, CONNECT, read the 200, close) against a direct TCP connect, tinyproxy and squid. agentguard resolves the name through a warm resolver (the test DNS answers with a TTL); the others are given the IP.",
     ),
     (
+        "tunnel-tls",
+        "agentguard-egress",
+        "proxy_bench",
+        "Tunnel throughput with the TLS name check on: as `tunnel`, with the source on port 443 and every client sending a real ClientHello (made by rustls) after the 200, which agentguard reads and checks before it splices; the other proxies forward it.",
+    ),
+    (
+        "connect-tls",
+        "agentguard-egress",
+        "proxy_bench",
+        "Connection setup with the TLS name check on: as `connect`, to port 443, each round trip sending a ClientHello after the 200 before it closes.",
+    ),
+    (
         "idle",
         "agentguard-egress",
         "proxy_bench",
-        "Concurrency: idle tunnels held open through the release `agentguard egress-proxy`: its resident memory and file descriptors per tunnel (from /proc), and that all of them are closed once their clients close.",
+        "Concurrency: 10,000 idle tunnels asked of the release `agentguard egress-proxy` with its default limits: how many it holds (the cap it derives from the descriptor limit), how fast it refuses the rest, its resident memory and file descriptors per tunnel (from /proc), and that all of them are closed once their clients close.",
     ),
     (
         "container",
@@ -72,15 +84,24 @@ fn release_binary() -> Result<std::path::PathBuf> {
 /// The arguments each benchmark program takes after `--`.
 fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
     Ok(match name {
-        "tunnel" | "connect" | "idle" => {
+        "tunnel" | "connect" | "tunnel-tls" | "connect-tls" | "idle" => {
             install_peers()?;
             let binary = release_binary()?;
             let mode = match name {
                 "tunnel" => "throughput",
                 "connect" => "setup",
+                "tunnel-tls" => "throughput-tls",
+                "connect-tls" => "setup-tls",
                 _ => "idle",
             };
-            vec![mode.into(), binary.to_string_lossy().into_owned()]
+            let mut args = vec![mode.into(), binary.to_string_lossy().into_owned()];
+            // Before and after in one run: the binary of an earlier commit, side by side.
+            if let Some(before) = std::env::var_os("AGENTGUARD_BENCH_BEFORE")
+                && name != "idle"
+            {
+                args.push(format!("the binary before={}", before.to_string_lossy()));
+            }
+            args
         }
         "container" => {
             crate::image::ensure_probe_image("docker")?;

@@ -1,11 +1,12 @@
 //! `cargo xtask ci`: everything CI checks, in the order a developer would want to see failures.
 //!
 //! Set-up first (so a fresh machine works), then the cheap checks, then the workspace tests
-//! (which include tidy), then e2e on every engine and runtime, none of which may be skipped.
+//! (which include tidy), then every fuzz target for 30 s, then e2e on every engine and
+//! runtime, none of which may be skipped.
 
 use anyhow::Result;
 
-use crate::{cmd, e2e, setup};
+use crate::{cmd, e2e, fuzz, setup};
 
 pub(crate) fn run() -> Result<()> {
     setup::run()?;
@@ -26,6 +27,7 @@ pub(crate) fn run() -> Result<()> {
     )?;
     println!("== ci: workspace tests");
     cmd::run("cargo", &["test", "--workspace", "--locked"])?;
+    fuzz::run(&["--seconds".to_owned(), "30".to_owned()])?;
     e2e::run(&["--require".to_owned(), "docker,podman,runsc".to_owned()])?;
     println!("== ci: all checks passed");
     Ok(())

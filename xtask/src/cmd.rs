@@ -24,10 +24,15 @@ pub(crate) fn debug_binary() -> Result<PathBuf> {
 
 /// Prints the command line, runs it with inherited stdio, and fails unless it exits 0.
 pub(crate) fn run(program: &str, args: &[&str]) -> Result<()> {
+    run_in(&root(), program, args)
+}
+
+/// [`run`] in another folder.
+pub(crate) fn run_in(dir: &std::path::Path, program: &str, args: &[&str]) -> Result<()> {
     println!("$ {program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
-        .current_dir(root())
+        .current_dir(dir)
         .status()
         .with_context(|| format!("starting {program}"))?;
     if !status.success() {

@@ -9,6 +9,7 @@ mod ci;
 mod cmd;
 mod demo;
 mod e2e;
+mod fuzz;
 mod image;
 mod setup;
 mod tidy;
@@ -26,9 +27,12 @@ tasks:
                                 e2e --require docker,podman,runsc (runs setup first)
   demo                          set up, then show the isolation layers working on this machine
   tidy                          repository hygiene checks (also run by `cargo test`)
+  fuzz [--seconds N] [TARGET...] build the cargo-fuzz targets (nightly) and run each N s
   bench [NAME...]               benchmarks against their baselines, written to
                                 docs/PERFORMANCE.md (NAME: audit, tunnel,
-                                connect, idle, container, fetch)";
+                                connect, tunnel-tls, connect-tls, idle,
+                                container, fetch); AGENTGUARD_BENCH_BEFORE=BINARY
+                                adds an earlier binary to the proxy benchmarks";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
         Some("ci") => ci::run(),
         Some("demo") => demo::run(),
         Some("tidy") => tidy::run(),
+        Some("fuzz") => fuzz::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

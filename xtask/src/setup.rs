@@ -50,6 +50,7 @@ pub(crate) struct Engines {
 pub(crate) fn run() -> Result<Engines> {
     println!("== setup: container engines");
     install_packages()?;
+    ensure_cargo_fuzz()?;
     register_runsc_with_docker()?;
     start_dockerd()?;
     let engines = detect();
@@ -61,6 +62,21 @@ pub(crate) fn run() -> Result<Engines> {
         yes(engines.podman_runsc)
     );
     Ok(engines)
+}
+
+/// `cargo fuzz` with a nightly toolchain, for the fuzz targets CI builds and runs.
+fn ensure_cargo_fuzz() -> Result<()> {
+    if !cmd::succeeds("cargo", &["+nightly", "--version"]) {
+        bail!(
+            "no nightly Rust toolchain: the fuzz targets need one (`rustup toolchain install nightly`)"
+        );
+    }
+    if cmd::succeeds("cargo", &["fuzz", "--version"]) {
+        println!("   cargo-fuzz: present");
+        return Ok(());
+    }
+    println!("   installing cargo-fuzz from crates.io");
+    cmd::run("cargo", &["install", "cargo-fuzz", "--locked"])
 }
 
 fn yes(found: bool) -> &'static str {

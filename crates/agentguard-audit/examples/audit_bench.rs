@@ -100,8 +100,58 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
+/// A child process of this benchmark: opens the log at `path` and appends `count` events.
+fn child(path: &str, durability: &str, count: u64) {
+    let durability = match durability {
+        "fsync" => Durability::Fsync,
+        _ => Durability::Flush,
+    };
+    let log = AuditLog::open(path, LogOptions::with_durability(durability)).expect("open log");
+    let id = u64::from(std::process::id());
+    for i in 0..count {
+        log.record(event(id, i)).expect("record");
+    }
+}
+
+/// Events per second of `processes` processes appending `total` events to one log between
+/// them, each with its own handle (and so its own file lock).
+fn processes(dir: &Path, durability: &str, processes: u64, total: u64) -> f64 {
+    let path = fresh(dir, "shared.jsonl");
+    let exe = std::env::current_exe().expect("this benchmark's path");
+    let start = Instant::now();
+    let children: Vec<_> = (0..processes)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .args(["--child", path.to_str().expect("path"), durability])
+                .arg((total / processes).to_string())
+                .spawn()
+                .expect("start a writer process")
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().expect("writer").success());
+    }
+    let rate = total as f64 / start.elapsed().as_secs_f64();
+    let summary = agentguard_audit::verify(
+        std::io::BufReader::new(File::open(&path).expect("log")),
+        None,
+    )
+    .expect("the shared log verifies");
+    assert_eq!(summary.events, total);
+    rate
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
+    if std::env::args().nth(1).as_deref() == Some("--child") {
+        let path = std::env::args().nth(2).expect("path");
+        let durability = std::env::args().nth(3).expect("durability");
+        let count = std::env::args()
+            .nth(4)
+            .and_then(|c| c.parse().ok())
+            .expect("count");
+        return child(&path, &durability, count);
+    }
     let dir = PathBuf::from(args.next().unwrap_or_else(|| "target/bench".into()));
     let rounds: usize = args.next().and_then(|r| r.parse().ok()).unwrap_or(5);
     std::fs::create_dir_all(&dir).expect("bench dir");
@@ -128,5 +178,19 @@ fn main() {
             let (b, m) = (median(base), median(mine));
             println!("| {name} | {threads} | {b:.0} | {m:.0} | {:.1}x |", m / b);
         }
+    }
+
+    println!();
+    println!("| mode | writer processes | events/s into one log | vs one process |");
+    println!("| --- | ---: | ---: | ---: |");
+    for (durability, total) in [("flush", 200_000u64), ("fsync", 4_000)] {
+        let (mut one, mut eight) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            one.push(processes(&dir, durability, 1, total));
+            eight.push(processes(&dir, durability, 8, total));
+        }
+        let (o, e) = (median(one), median(eight));
+        println!("| {durability} | 1 | {o:.0} | 1.00 |");
+        println!("| {durability} | 8 | {e:.0} | {:.2} |", e / o);
     }
 }

@@ -102,13 +102,9 @@ pub(crate) struct AuditConfig {
     pub(crate) key_env: Option<String>,
 }
 
-/// Reads and parses the file, without building anything yet.
-fn read(path: &Path) -> Result<File, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+/// Parses the text of the file at `path`, without building anything yet.
+fn parse(text: &str, path: &Path) -> Result<File, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Parse {
         path: path.to_owned(),
         message: e.to_string().trim_end().to_owned(),
     })
@@ -132,7 +128,16 @@ fn workspace(path: PathBuf, mode: WorkspaceMode) -> anyhow::Result<(PathBuf, Opt
 }
 
 pub(crate) fn load(path: &Path) -> anyhow::Result<RunConfig> {
-    let file = read(path)?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    from_text(&text, path)
+}
+
+/// The configuration in `text`, read from `path` (relative paths are relative to it).
+pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
+    let file = parse(text, path)?;
     let base = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

@@ -98,7 +98,7 @@ impl FetcherBuilder {
         self
     }
 
-    /// Per-address connect timeout (default 10 s).
+    /// Timeout of the dial across every checked address together (default 10 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self

@@ -9,8 +9,13 @@
 //!   close) per second with p50/p99 latency, against a direct TCP connect; agentguard resolves
 //!   the name through a warm resolver (the test DNS answers with a TTL), the others get an IP.
 //!
-//! * `idle`: N idle tunnels held open through agentguard: its resident memory and open file
-//!   descriptors per tunnel, and that every one closes cleanly afterwards.
+//! * `throughput-tls`, `setup-tls`: the same with the source on port 443, where agentguard
+//!   checks the ClientHello's name: every client sends a real ClientHello (made by rustls) after
+//!   the 200, directly too, and the other proxies and binaries simply forward it.
+//! * `idle`: 10,000 idle tunnels asked of agentguard with its default limits: how many it
+//!   holds (the cap it derives from the descriptor limit), how fast it refuses the rest, its
+//!   resident memory and open file descriptors per tunnel, and that every one closes cleanly
+//!   afterwards.
 //!
 //! Markdown tables go to stdout for docs/PERFORMANCE.md. Run through `cargo xtask bench`.
 //!
@@ -24,7 +29,7 @@ use agentguard_test_support::FakeDns;
 
 mod peers;
 
-use peers::{Proxy, median, percentile, proxies, start_agentguard};
+use peers::{Proxy, median, percentile, proxies, start_agentguard_with};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -35,11 +40,11 @@ const THROUGHPUT_ROUNDS: usize = 5;
 const SETUP_CONNECTIONS: usize = 2000;
 const SETUP_ROUNDS: usize = 3;
 
-/// A source that writes `bytes` to every connection, then closes.
-async fn source(bytes: u64) -> SocketAddr {
-    let listener = TcpListener::bind((SOURCE_IP, 0))
+/// A source on `port` (0 for a free one) that writes `bytes` to every connection, then closes.
+async fn source(bytes: u64, port: u16) -> SocketAddr {
+    let listener = TcpListener::bind((SOURCE_IP, port))
         .await
-        .expect("bind source");
+        .expect("bind source (port 443 needs root)");
     let addr = listener.local_addr().expect("source address");
     tokio::spawn(async move {
         let data = vec![0x5au8; CHUNK];
@@ -84,6 +89,13 @@ async fn drain(
 /// Connects through a proxy and reads its reply head; returns the stream after a 200 and how
 /// many tunnel bytes arrived in the same reads as the head.
 async fn connect_via(proxy: SocketAddr, target: &str) -> (TcpStream, u64) {
+    try_connect_via(proxy, target)
+        .await
+        .unwrap_or_else(|head| panic!("the proxy did not answer 200: {head}"))
+}
+
+/// [`connect_via`], or the reply head when it is not a 200.
+async fn try_connect_via(proxy: SocketAddr, target: &str) -> Result<(TcpStream, u64), String> {
     let mut stream = TcpStream::connect(proxy).await.expect("connect proxy");
     let _ = stream.set_nodelay(true);
     stream
@@ -101,38 +113,67 @@ async fn connect_via(proxy: SocketAddr, target: &str) -> (TcpStream, u64) {
         );
         head.extend_from_slice(&buf[..n]);
     }
-    assert!(
-        head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.0 200"),
-        "{}",
-        String::from_utf8_lossy(&head)
-    );
+    if !(head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.0 200")) {
+        return Err(String::from_utf8_lossy(&head).into_owned());
+    }
     let end = head
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map_or(head.len(), |i| i + 4);
-    (stream, (head.len() - end) as u64)
+    if TLS.get().is_some() {
+        stream.write_all(hello()).await.expect("ClientHello");
+    }
+    Ok((stream, (head.len() - end) as u64))
+}
+
+/// Set in the TLS modes: the source is on 443 and clients send a ClientHello.
+static TLS: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+
+/// A real ClientHello for bulk.example.test, made once by rustls.
+fn hello() -> &'static [u8] {
+    static HELLO: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    HELLO.get_or_init(|| {
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("bulk.example.test").expect("name");
+        let mut client =
+            rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("client");
+        let mut bytes = Vec::new();
+        client.write_tls(&mut bytes).expect("ClientHello");
+        bytes
+    })
+}
+
+/// The source's port: 443 in the TLS modes.
+fn source_port() -> u16 {
+    if TLS.get().is_some() { 443 } else { 0 }
+}
+
+/// A direct connection to the source, with the ClientHello in the TLS modes.
+async fn direct(source: SocketAddr) -> TcpStream {
+    let mut stream = TcpStream::connect(source).await.expect("connect source");
+    if TLS.get().is_some() {
+        stream.write_all(hello()).await.expect("ClientHello");
+    }
+    stream
 }
 
 async fn throughput(binary: &str, extra: &[String], dir: &Path) {
     let bytes = THROUGHPUT_MIB * 1024 * 1024;
     let dns = FakeDns::start().await;
     dns.answer_with_ttl("bulk.example.test", &[SOURCE_IP], 300);
-    let source = source(bytes).await;
+    let source = source(bytes, source_port()).await;
     let all = proxies(binary, extra, dns.addr(), source.port(), dir);
     let mut base = Vec::new();
     let mut rates = vec![(Vec::new(), 0.0); all.len()];
     for _ in 0..THROUGHPUT_ROUNDS {
         let start = Instant::now();
-        base.push(
-            drain(
-                TcpStream::connect(source).await.expect("connect source"),
-                start,
-                bytes,
-                0,
-                "direct",
-            )
-            .await,
-        );
+        base.push(drain(direct(source).await, start, bytes, 0, "direct").await);
         for (i, proxy) in all.iter().enumerate() {
             let cpu = proxy.cpu_seconds();
             let start = Instant::now();
@@ -181,7 +222,7 @@ async fn round_trips(n: usize, mut one: impl AsyncFnMut()) -> (f64, Duration, Du
 async fn setup(binary: &str, extra: &[String], dir: &Path) {
     let dns = FakeDns::start().await;
     dns.answer_with_ttl("bulk.example.test", &[SOURCE_IP], 300);
-    let upstream = source(0).await;
+    let upstream = source(0, source_port()).await;
     let all = proxies(binary, extra, dns.addr(), upstream.port(), dir);
     // Warm up: the resolver cache, the proxies' first-connection paths.
     for proxy in &all {
@@ -190,12 +231,7 @@ async fn setup(binary: &str, extra: &[String], dir: &Path) {
     let mut base = Vec::new();
     let mut results: Vec<Vec<(f64, Duration, Duration)>> = vec![Vec::new(); all.len()];
     for _ in 0..SETUP_ROUNDS {
-        base.push(
-            round_trips(SETUP_CONNECTIONS, async || {
-                drop(TcpStream::connect(upstream).await.expect("connect"))
-            })
-            .await,
-        );
+        base.push(round_trips(SETUP_CONNECTIONS, async || drop(direct(upstream).await)).await);
         for (i, proxy) in all.iter().enumerate() {
             let target = proxy.target(upstream.port());
             results[i].push(
@@ -245,9 +281,9 @@ fn footprint(proxy: &Proxy) -> (u64, usize) {
     (rss, fds)
 }
 
-/// Idle tunnels held open: 9,000, since each takes two descriptors in the proxy and the hard
-/// limit here is 20,000 per process.
-const IDLE_TUNNELS: usize = 9000;
+/// Idle tunnels asked for, with the proxy's default limits (which derive the cap from the
+/// descriptor limit: 3,322 for the 20,000 here).
+const IDLE_TUNNELS: usize = 10_000;
 
 async fn idle(binary: &str) {
     let dns = FakeDns::start().await;
@@ -255,22 +291,33 @@ async fn idle(binary: &str) {
         .await
         .expect("echo server");
     dns.answer_with_ttl("bulk.example.test", &[SOURCE_IP], 300);
-    let proxy = start_agentguard(
+    let proxy = start_agentguard_with(
         "`agentguard egress-proxy`",
         binary,
         dns.addr(),
         echo.addr().port(),
+        None,
     );
     let target = proxy.target(echo.addr().port());
     drop(connect_via(proxy.addr, &target).await);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (rss0, fds0) = footprint(&proxy);
     let mut tunnels = Vec::with_capacity(IDLE_TUNNELS);
+    let (mut refused, mut refusal_time) = (0usize, Duration::ZERO);
     for _ in 0..IDLE_TUNNELS {
-        tunnels.push(connect_via(proxy.addr, &target).await.0);
+        let asked = Instant::now();
+        match try_connect_via(proxy.addr, &target).await {
+            Ok((stream, _)) => tunnels.push(stream),
+            Err(head) => {
+                assert!(head.contains("too_many_connections"), "{head}");
+                refused += 1;
+                refusal_time += asked.elapsed();
+            }
+        }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (rss1, fds1) = footprint(&proxy);
+    let held = tunnels.len();
     drop(tunnels);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut fds2 = footprint(&proxy).1;
@@ -278,10 +325,8 @@ async fn idle(binary: &str) {
         tokio::time::sleep(Duration::from_millis(100)).await;
         fds2 = footprint(&proxy).1;
     }
-    let n = IDLE_TUNNELS as f64;
-    println!(
-        "| measure | before | with {IDLE_TUNNELS} idle tunnels | per tunnel | after closing all |"
-    );
+    let n = held as f64;
+    println!("| measure | before | with {held} idle tunnels | per tunnel | after closing all |");
     println!("| --- | ---: | ---: | ---: | ---: |");
     println!(
         "| proxy resident memory | {:.1} MiB | {:.1} MiB | {:.1} KiB | - |",
@@ -293,9 +338,10 @@ async fn idle(binary: &str) {
         "| proxy open file descriptors | {fds0} | {fds1} | {:.2} | {fds2} |",
         (fds1 - fds0) as f64 / n
     );
+    let mean_refusal = refusal_time.as_secs_f64() * 1e6 / refused.max(1) as f64;
     println!(
         "
-All {IDLE_TUNNELS} tunnels {} after their clients closed.",
+{IDLE_TUNNELS} tunnels asked for with the default limits: {held} held (the cap the descriptor limit affords), {refused} answered 503 `too_many_connections` at once (mean {mean_refusal:.0} us from connect to the answer). All {held} tunnels {} after their clients closed.",
         if fds2 <= fds0 {
             "were closed by the proxy"
         } else {
@@ -314,9 +360,12 @@ async fn main() {
     let extra: Vec<String> = args.collect();
     let dir = std::env::temp_dir().join(format!("agentguard-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("bench dir");
+    if mode.ends_with("-tls") {
+        let _ = TLS.set(());
+    }
     match mode.as_str() {
-        "throughput" => throughput(&binary, &extra, &dir).await,
-        "setup" => setup(&binary, &extra, &dir).await,
+        "throughput" | "throughput-tls" => throughput(&binary, &extra, &dir).await,
+        "setup" | "setup-tls" => setup(&binary, &extra, &dir).await,
         "idle" => idle(&binary).await,
         other => panic!("unknown mode {other:?}"),
     }

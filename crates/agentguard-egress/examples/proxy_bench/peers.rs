@@ -63,7 +63,22 @@ pub(crate) fn wait_listening(addr: SocketAddr, what: &str) {
     }
 }
 
+/// `--max-connections 20000` (the descriptors allow fewer under the derived default), or with
+/// `None`, the proxy's own default.
 pub(crate) fn start_agentguard(label: &str, binary: &str, dns: SocketAddr, port: u16) -> Proxy {
+    start_agentguard_with(label, binary, dns, port, Some("20000"))
+}
+
+pub(crate) fn start_agentguard_with(
+    label: &str,
+    binary: &str,
+    dns: SocketAddr,
+    port: u16,
+    max_connections: Option<&str>,
+) -> Proxy {
+    let cap: Vec<&str> = max_connections
+        .map(|n| vec!["--max-connections", n])
+        .unwrap_or_default();
     let mut child = Command::new(binary)
         .args([
             "egress-proxy",
@@ -79,9 +94,8 @@ pub(crate) fn start_agentguard(label: &str, binary: &str, dns: SocketAddr, port:
             "127.0.0.2/32",
             "--nameserver",
             &dns.to_string(),
-            "--max-connections",
-            "20000",
         ])
+        .args(cap)
         .stdout(Stdio::piped())
         .spawn()
         .expect("start agentguard egress-proxy");

@@ -2,6 +2,7 @@
 //! on 127.0.0.1 and TLS upstreams with a test CA on 127.0.0.2 and 127.0.0.3. 127.0.0.2/32 is
 //! an allow-CIDR standing in for a public address; 127.0.0.3 stands for a private one.
 
+mod dial;
 mod fetch;
 
 use std::net::{IpAddr, Ipv4Addr};
