@@ -12,7 +12,7 @@ use agentguard_netpin::{DEFAULT_MAX_ANSWERS, DnsResolver, Resolve};
 use agentguard_policy::TargetPolicy;
 
 use crate::error::{Error, Result};
-use crate::server::EgressProxy;
+use crate::server::{Bind, EgressProxy};
 
 /// The longest any timeout may be: longer ones would only overflow a clock.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -92,7 +92,7 @@ impl Limits {
 pub struct EgressProxyBuilder {
     policy: Option<TargetPolicy>,
     tls_ports: Vec<u16>,
-    bind: SocketAddr,
+    bind: Bind,
     resolver: Option<Arc<dyn Resolve>>,
     limits: Limits,
     audit: Option<Arc<dyn AuditSink>>,
@@ -107,7 +107,7 @@ impl EgressProxy {
         EgressProxyBuilder {
             policy: None,
             tls_ports: vec![443],
-            bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 3128),
+            bind: Bind::Tcp(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 3128)),
             resolver: None,
             limits: Limits::default(),
             audit: None,
@@ -125,7 +125,22 @@ impl EgressProxyBuilder {
 
     /// The address to listen on (default 127.0.0.1:3128; port 0 picks a free one).
     pub fn bind(mut self, addr: SocketAddr) -> Self {
-        self.bind = addr;
+        self.bind = Bind::Tcp(addr);
+        self
+    }
+
+    /// Listens on a UNIX socket at `path` instead (created mode 0666; never replacing an
+    /// existing file), with the same decisions, limits and audit; `client` names its clients
+    /// in the audit log (for a container's proxy, the container's name).
+    pub fn bind_unix(
+        mut self,
+        path: impl Into<std::path::PathBuf>,
+        client: impl Into<String>,
+    ) -> Self {
+        self.bind = Bind::Unix {
+            path: path.into(),
+            client: client.into(),
+        };
         self
     }
 

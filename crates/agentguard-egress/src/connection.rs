@@ -17,7 +17,6 @@ use agentguard_audit::{AuditSink, Decision, Event, error_chain};
 use agentguard_netpin::{DialError, Resolve, dial};
 use agentguard_policy::TargetPolicy;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -103,7 +102,7 @@ async fn refused(shared: &Shared, client: impl Client, target: &str, peer: &str,
 /// Answers a connection over the cap (or out of descriptors) at once, and records it.
 pub(crate) async fn over_capacity(
     shared: Arc<Shared>,
-    stream: TcpStream,
+    stream: impl Client,
     peer: String,
     kind: RefusalKind,
 ) {

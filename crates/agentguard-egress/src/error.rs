@@ -24,6 +24,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The UNIX socket could not be created (it may exist already: the proxy never
+    /// replaces a file).
+    #[error("cannot listen on the UNIX socket {path}", path = path.display())]
+    BindUnix {
+        /// The socket's path.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// A limit has an unusable value.
     #[error("invalid `{field}`: {reason}")]
     Limit {

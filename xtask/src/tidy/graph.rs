@@ -4,7 +4,8 @@
 //!
 //! The graph rules: `policy` and `audit` depend on no other agentguard crate; `container`,
 //! `netpin` and `egress` sit on them and not on each other, except `egress -> netpin`; only
-//! the CLI composes everything. A new agentguard crate must be given its rule here.
+//! `sandbox` composes `container` with `egress`, the relay (which runs inside containers)
+//! names nothing, and only the CLI composes everything. A new agentguard crate must be given its rule here.
 
 use std::path::Path;
 use std::process::Command;
@@ -30,6 +31,19 @@ const GRAPH: &[(&str, &[&str])] = &[
         "agentguard-egress",
         &["agentguard-policy", "agentguard-audit", "agentguard-netpin"],
     ),
+    // The relay runs inside containers: std only, nothing of ours.
+    ("agentguard-relay", &[]),
+    // The composition of a container with its per-run egress proxy.
+    (
+        "agentguard-sandbox",
+        &[
+            "agentguard-policy",
+            "agentguard-audit",
+            "agentguard-container",
+            "agentguard-netpin",
+            "agentguard-egress",
+        ],
+    ),
     ("agentguard-test-support", &[]),
     ("agentguard-e2e", &["agentguard-container"]),
     (
@@ -40,6 +54,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "agentguard-container",
             "agentguard-netpin",
             "agentguard-egress",
+            "agentguard-sandbox",
         ],
     ),
 ];

@@ -51,13 +51,17 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
             }
         }
         // Benchmark programs in examples/ start the real binary and peers, like tests do.
+        // The relay execs the allowlisted command inside the container; the sandbox's build
+        // script compiles the relay.
         let may_spawn = name.starts_with("crates/agentguard-container/")
+            || name.starts_with("crates/agentguard-relay/")
+            || name == "crates/agentguard-sandbox/build.rs"
             || name.starts_with("xtask/")
             || name.contains("/examples/")
             || is_test(&name);
         if !may_spawn && text.contains(&["Command", "::new("].concat()) {
             problems.push(format!(
-                "{name}: only agentguard-container (and xtask, tests, benchmark examples) may spawn processes"
+                "{name}: only agentguard-container and the relay (and xtask, tests, benchmark examples, the relay's build script) may spawn processes"
             ));
         }
         if !is_test(&name) {

@@ -7,6 +7,7 @@ mod hardening;
 mod limits;
 mod sni;
 mod statuses;
+mod unix;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
