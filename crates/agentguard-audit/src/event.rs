@@ -121,6 +121,7 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("target", ValueType::String),
     ("client", ValueType::String),
     ("path", ValueType::String),
+    ("run", ValueType::String),
     // data
     ("status", ValueType::Number),
     ("run_status", ValueType::String),

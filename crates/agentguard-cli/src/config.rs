@@ -2,7 +2,8 @@
 //!
 //! Unknown keys are errors that name the key and its line; relative paths are relative to the
 //! config file; every value is then parsed and validated by the container crate, whose errors
-//! name the field and the value. The `[audit]` table names the audit log.
+//! name the field and the value. The `[audit]` table names the audit log; `network`, the
+//! `[egress]` table and the `[commands.NAME]` table form are read by `config/egress.rs`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,6 +11,11 @@ use std::time::Duration;
 
 use agentguard_container::{ContainerSpec, ContainerSpecBuilder, Engine, UserIds, WorkspaceMode};
 use serde::Deserialize;
+
+#[path = "config/egress.rs"]
+mod egress;
+
+pub(crate) use egress::{Commands, EgressTable};
 
 /// The file could not be read or is not a valid configuration (a usage error).
 #[derive(Debug, thiserror::Error)]
@@ -86,13 +92,16 @@ struct File {
     #[serde(default)]
     environment: BTreeMap<String, String>,
     #[serde(default)]
-    commands: BTreeMap<String, Vec<String>>,
+    commands: BTreeMap<String, egress::CommandEntry>,
+    egress: Option<EgressTable>,
     audit: Option<AuditTable>,
 }
 
 /// A loaded configuration.
 pub(crate) struct RunConfig {
     pub(crate) spec: ContainerSpec,
+    /// Each command's network, allowlist and description, and the `[egress]` table.
+    pub(crate) commands: Commands,
     pub(crate) audit: Option<AuditConfig>,
 }
 
@@ -137,7 +146,7 @@ pub(crate) fn load(path: &Path) -> anyhow::Result<RunConfig> {
 
 /// The configuration in `text`, read from `path` (relative paths are relative to it).
 pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
-    let file = parse(text, path)?;
+    let mut file = parse(text, path)?;
     let base = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -188,23 +197,26 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         path: resolve(&a.path),
         key_env: a.key_env.clone(),
     });
+    let commands = Commands::from_file(file.network.as_deref(), &file.commands, file.egress.take())
+        .map_err(|message| ConfigError::Parse {
+            path: path.to_owned(),
+            message,
+        })?;
     Ok(RunConfig {
         spec: settings(builder, file).build().map_err(in_file)?,
+        commands,
         audit,
     })
 }
 
 /// The commands, environment and limits: each passed to the builder, which parses it.
 fn settings(mut builder: ContainerSpecBuilder, file: File) -> ContainerSpecBuilder {
-    for (name, argv) in file.commands {
-        builder = builder.command(name, argv);
+    for (name, entry) in file.commands {
+        builder = builder.command(name, entry.into_argv());
     }
     let text = |t: Option<Text>| t.map(Text::into_string);
     if let Some(runtime) = &file.runtime {
         builder = builder.runtime(runtime);
-    }
-    if let Some(network) = file.network {
-        builder = builder.network(network);
     }
     if let Some(memory) = text(file.memory) {
         builder = builder.memory(&memory);

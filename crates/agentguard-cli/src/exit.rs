@@ -77,8 +77,12 @@ fn code_of(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
         return Some(DENIED);
     }
     if let Some(e) = cause.downcast_ref::<RunError>() {
+        return Some(run_error_code(e));
+    }
+    if let Some(e) = cause.downcast_ref::<agentguard_sandbox::Error>() {
         return Some(match e {
-            RunError::Denied(_) => DENIED,
+            agentguard_sandbox::Error::Run(e) => run_error_code(e),
+            e if e.is_config() => USAGE,
             _ => ERROR,
         });
     }
@@ -113,6 +117,13 @@ fn code_of(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
         return Some(USAGE);
     }
     None
+}
+
+fn run_error_code(e: &RunError) -> u8 {
+    match e {
+        RunError::Denied(_) => DENIED,
+        _ => ERROR,
+    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,16 @@
-//! `agentguard run`: one allowlisted command in a hardened container.
+//! `agentguard run`: one allowlisted command in a hardened container, for a `network =
+//! "egress"` command with its own egress proxy as the only way out.
 //!
 //! Streams the command's stdout and stderr (or prints one JSON object with `--json`) and
 //! exits with the command's own status; agentguard's own outcomes use the documented codes of
-//! `exit.rs`. SIGINT or SIGTERM kills the container by name before exiting.
+//! `exit.rs`. SIGINT or SIGTERM stops the run's proxy, removes its folder, and kills the
+//! container by name before exiting.
 
 use std::sync::Arc;
 
 use agentguard_audit::{AuditSink, Decision, Durability, Event};
-use agentguard_container::{ContainerExecutor, RunError, RunResult, RunStatus};
+use agentguard_container::RunStatus;
+use agentguard_sandbox::{Error as SandboxError, Finished};
 use anyhow::Context;
 use serde_json::json;
 
@@ -28,10 +31,8 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let config = config::load(&args.config)?;
     if args.dry_run {
-        let executor = ContainerExecutor::new(config.spec);
-        let invocation = executor
-            .spec()
-            .invocation(&args.name, &executor.identity())?;
+        let sandbox = config.commands.sandbox(config.spec, None, false)?;
+        let invocation = sandbox.invocation(&args.name, &sandbox.identity())?;
         output::write_lines([invocation.display()])?;
         return Ok(exit::SUCCESS);
     }
@@ -46,18 +47,18 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         )?)),
         None => None,
     };
-    let mut executor = ContainerExecutor::new(config.spec).with_streaming(!args.json);
-    if let Some(sink) = &audit {
-        executor = executor.with_audit(Arc::clone(sink));
-    }
-    let identity = executor.identity();
+    let sandbox = config
+        .commands
+        .sandbox(config.spec, audit.clone(), !args.json)?;
+    let identity = sandbox.identity();
     let outcome = runtime()?.block_on(async {
         let mut shutdown = Shutdown::install()?;
         let stop = tokio::select! {
-            result = executor.run_with(&args.name, &identity) => return anyhow::Ok(Ok(result)),
+            result = sandbox.run_with(&args.name, &identity) => return anyhow::Ok(Ok(result)),
             stop = shutdown.recv() => stop,
         };
-        executor.kill_by_name(&identity.name).await;
+        // The run's future is dropped: its proxy is stopped and its folder removed.
+        sandbox.kill_by_name(&identity.name).await;
         if let Some(sink) = &audit {
             sink.record(
                 Event::container_run(Decision::Error, "interrupted", &args.name, &image)
@@ -83,8 +84,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             )
             .into())
         }
-        Ok(Ok(result)) => report(&result, args.json),
-        Ok(Err(RunError::Failed(result))) => report(&result, args.json),
+        Ok(Ok(finished)) => report(&finished, args.json),
+        Ok(Err(SandboxError::Failed(finished))) => report(&finished, args.json),
         Ok(Err(other)) => {
             let context = format!("agentguard run {} ({})", args.name, other.reason());
             Err(anyhow::Error::new(other).context(context))
@@ -92,8 +93,11 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn report(result: &RunResult, json: bool) -> anyhow::Result<u8> {
+fn report(finished: &Finished, json: bool) -> anyhow::Result<u8> {
+    let result = &finished.result;
     if json {
+        // A `network = "none"` run has no proxy: nothing allowed, nothing refused.
+        let egress = finished.egress.unwrap_or_default();
         let value = json!({
             "command": result.command,
             "status": result.status.as_str(),
@@ -103,6 +107,7 @@ fn report(result: &RunResult, json: bool) -> anyhow::Result<u8> {
             "truncated": result.truncated,
             "duration_ms": result.duration.as_millis() as u64,
             "container": result.container,
+            "egress": {"allowed": egress.allowed, "denied": egress.denied},
         });
         output::write_lines([value.to_string()])?;
     }

@@ -15,6 +15,20 @@ use crate::spec::{ContainerSpec, WorkspaceMode};
 
 /// Where the workspace appears inside the container.
 pub const WORKSPACE_TARGET: &str = "/workspace";
+/// Where the relay program appears inside a container whose way out is the egress proxy.
+pub const RELAY_TARGET: &str = "/run/agentguard/relay";
+/// Where the egress proxy's UNIX socket appears inside such a container.
+pub const PROXY_SOCKET_TARGET: &str = "/run/agentguard/proxy.sock";
+/// The variables a run with a relay sets (pointing at the relay, or empty): never taken from
+/// the spec's environment.
+pub const PROXY_VARIABLES: &[&str] = &[
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
 
 /// A program and its arguments, ready to spawn.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,24 +63,50 @@ fn shell_word(word: &str) -> String {
     }
 }
 
-/// Per-run values that are not part of the spec: the container's unique name and labels.
+/// Per-run values that are not part of the spec: the container's unique name and labels, and
+/// for a run whose only way out is the egress proxy, its relay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunIdentity {
     /// The unique container name; a timeout or overflow kills the container by this name.
     pub name: String,
     /// Labels such as the owner pid and deadline, so stale containers can be swept.
     pub labels: Vec<(String, String)>,
+    /// The relay and the proxy socket to mount, or `None` for no network at all.
+    pub relay: Option<Relay>,
+}
+
+/// The host side of a relay: the network stays `none`, the relay program and the proxy's
+/// socket are bind-mounted read-only ([`RELAY_TARGET`], [`PROXY_SOCKET_TARGET`]), the relay
+/// is the entrypoint (it listens on `127.0.0.1:port` inside and then execs the argv), and the
+/// [`PROXY_VARIABLES`] point at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relay {
+    /// The relay program on the host (a static executable).
+    pub program: PathBuf,
+    /// The egress proxy's UNIX socket on the host.
+    pub socket: PathBuf,
+    /// The port the relay listens on inside the container.
+    pub port: u16,
 }
 
 impl ContainerSpec {
     /// Global engine flags that come before any subcommand: Podman's runtime selection (and
     /// gVisor's network mode, which Podman must pass to runsc). Docker takes none.
     pub fn global_args(&self) -> Vec<String> {
+        self.global_args_for(false)
+    }
+
+    /// The global flags of a run; with a relay, Podman must also tell runsc to let the sandbox
+    /// connect to the mounted host socket (`host-uds=open`).
+    fn global_args_for(&self, relay: bool) -> Vec<String> {
         match (&self.engine.kind, &self.runtime) {
             (EngineKind::Podman, Some(runtime)) => {
                 let mut args = vec!["--runtime".to_owned(), runtime.to_string()];
                 if runtime.is_gvisor() {
                     args.extend(["--runtime-flag".to_owned(), "network=none".to_owned()]);
+                    if relay {
+                        args.extend(["--runtime-flag".to_owned(), "host-uds=open".to_owned()]);
+                    }
                 }
                 args
             }
@@ -101,12 +141,14 @@ impl ContainerSpec {
         let mut args = Args(Vec::with_capacity(64));
 
         // Podman's runtime selection is a global flag and must come before `run`.
-        args.0.extend(self.global_args());
+        args.0
+            .extend(self.global_args_for(identity.relay.is_some()));
         args.push(&["run", "--rm", "--init", "--name", &identity.name]);
         for (key, value) in &identity.labels {
             args.push(&["--label", &format!("{key}={value}")]);
         }
-        args.push(&["--pull", self.pull.as_str(), "--network", &self.network]);
+        // Never an engine network: a relay's way out is a mounted socket, not an interface.
+        args.push(&["--pull", self.pull.as_str(), "--network", "none"]);
         if !podman && let Some(runtime) = &self.runtime {
             args.push(&["--runtime", runtime.as_str()]);
         }
@@ -127,9 +169,21 @@ impl ContainerSpec {
             args.push(&["--env", &format!("{key}={value}")]);
         }
 
-        // The image's ENTRYPOINT could reinterpret the argv, so argv[0] replaces it.
-        args.push(&["--entrypoint", &argv[0], &self.image]);
-        args.0.extend(argv[1..].iter().cloned());
+        // The image's ENTRYPOINT could reinterpret the argv, so argv[0] (or the relay, which
+        // execs it) replaces it.
+        match &identity.relay {
+            None => {
+                args.push(&["--entrypoint", &argv[0], &self.image]);
+                args.0.extend(argv[1..].iter().cloned());
+            }
+            Some(relay) => {
+                self.relay(&mut args, relay, podman);
+                let port = relay.port.to_string();
+                args.push(&["--entrypoint", RELAY_TARGET, &self.image]);
+                args.push(&[&port, PROXY_SOCKET_TARGET, "--"]);
+                args.0.extend(argv.iter().cloned());
+            }
+        }
 
         Ok(Invocation {
             program: self.engine.program.clone(),
@@ -176,6 +230,30 @@ impl ContainerSpec {
             // Podman sets a default nproc above this machine's hard limit; it counts per uid
             // across the host, so --pids-limit stays the real per-container limit.
             args.push(&["--ulimit", &format!("nproc={0}:{0}", self.nproc)]);
+        }
+    }
+
+    /// The relay's mounts (both read-only) and the proxy variables pointing at it.
+    fn relay(&self, args: &mut Args, relay: &Relay, podman: bool) {
+        let readonly = if podman { ",ro=true" } else { ",readonly" };
+        for (source, target) in [
+            (&relay.program, RELAY_TARGET),
+            (&relay.socket, PROXY_SOCKET_TARGET),
+        ] {
+            let source = source.to_string_lossy();
+            args.push(&[
+                "--mount",
+                &format!("type=bind,source={source},target={target}{readonly}"),
+            ]);
+        }
+        let url = format!("http://127.0.0.1:{}", relay.port);
+        for key in PROXY_VARIABLES {
+            let value = if key.eq_ignore_ascii_case("no_proxy") {
+                ""
+            } else {
+                &url
+            };
+            args.push(&["--env", &format!("{key}={value}")]);
         }
     }
 

@@ -103,12 +103,6 @@ impl ContainerSpecBuilder {
         self
     }
 
-    /// `none` (default) or the name of an engine network; `host` is refused.
-    pub fn network(mut self, network: impl Into<String>) -> Self {
-        self.spec.network = network.into();
-        self
-    }
-
     /// `uid:gid`, numeric, never root (default `65534:65534`).
     pub fn user(self, user: &str) -> Self {
         self.set(UserIds::parse(user), |spec, ids| spec.user = ids)
@@ -173,9 +167,8 @@ impl ContainerSpecBuilder {
         validate_image(&spec.image)?;
         spec.commands = CommandAllowlist::from_pairs(self.commands)?;
         if let Some(path) = &spec.workspace {
-            validate_workspace(path)?;
+            check_mount_source("workspace", path)?;
         }
-        validate_network(&spec.network)?;
         for (field, zero) in [
             ("pids", spec.pids == 0),
             ("nofile", spec.nofile == 0),
@@ -246,19 +239,17 @@ fn validate_image(image: &str) -> Result<()> {
     Ok(())
 }
 
-fn validate_workspace(path: &std::path::Path) -> Result<()> {
-    let text = path.to_str().ok_or_else(|| {
-        invalid(
-            "workspace",
-            path.to_string_lossy(),
-            "the path is not valid UTF-8",
-        )
-    })?;
+/// Checks a host path that becomes a bind mount's `source=`: absolute, UTF-8, and free of
+/// the characters that are syntax in `--mount` (`field` names it in the error).
+pub fn check_mount_source(field: &'static str, path: &std::path::Path) -> Result<()> {
+    let text = path
+        .to_str()
+        .ok_or_else(|| invalid(field, path.to_string_lossy(), "the path is not valid UTF-8"))?;
     if !path.is_absolute() {
         return Err(invalid(
-            "workspace",
+            field,
             text,
-            "the workspace must be an absolute path",
+            format!("the {field} must be an absolute path"),
         ));
     }
     // The path is embedded in `--mount type=bind,source=...`, where `,` and `=` are syntax.
@@ -267,7 +258,7 @@ fn validate_workspace(path: &std::path::Path) -> Result<()> {
         .find(|c| matches!(c, ',' | '=' | '\0' | '\n' | ':'))
     {
         return Err(invalid(
-            "workspace",
+            field,
             text,
             format!(
                 "character {c:?} cannot be passed safely to the engine's mount syntax; rename the directory"
@@ -275,17 +266,6 @@ fn validate_workspace(path: &std::path::Path) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-fn validate_network(network: &str) -> Result<()> {
-    if network == "host" || network.starts_with("container:") || network.starts_with("ns:") {
-        return Err(invalid(
-            "network",
-            network,
-            "sharing the host's or another container's network namespace is never allowed; use `none`, or an internal network whose only way out is the egress proxy",
-        ));
-    }
-    crate::values::validate_token("network", network)
 }
 
 fn validate_env(key: &str, value: &str) -> Result<()> {
@@ -299,6 +279,13 @@ fn validate_env(key: &str, value: &str) -> Result<()> {
             "environment",
             key,
             "a variable name is letters, digits and `_`, not starting with a digit",
+        ));
+    }
+    if crate::argv::PROXY_VARIABLES.contains(&key) {
+        return Err(invalid(
+            "environment",
+            key,
+            "the proxy variables are agentguard's: a `network = \"egress\"` run points them at its relay, and a `network = \"none\"` run has nowhere to send them; remove the entry",
         ));
     }
     if value.contains('\0') || value.contains('\n') {

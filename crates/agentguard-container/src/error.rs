@@ -118,6 +118,17 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    /// The engine could not mount the relay or the egress proxy's socket into the container:
+    /// the run never starts without its proxy.
+    #[error(
+        "the {engine} engine could not mount the egress relay or the proxy's socket, so the command did not start: {message}; under gVisor, runsc must run with --host-uds=open (`cargo xtask setup` registers it, `agentguard doctor` checks it)"
+    )]
+    RelayMount {
+        /// The engine.
+        engine: EngineKind,
+        /// What it said on stderr.
+        message: String,
+    },
     /// The engine failed in another way (exit status 125).
     #[error("the {engine} engine failed (exit status 125) before the command ran: {message}")]
     Engine {
@@ -153,6 +164,7 @@ impl RunError {
             RunError::UnknownRuntime { .. } => "unknown_runtime",
             RunError::EngineNotRunning { .. } => "engine_not_running",
             RunError::EngineMissing { .. } => "engine_missing",
+            RunError::RelayMount { .. } => "relay_mount_failed",
             RunError::Engine { .. } => "engine_error",
             RunError::Failed(_) => "command_failed",
             RunError::Audit(_) => "audit_failed",

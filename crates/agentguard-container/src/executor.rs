@@ -290,6 +290,10 @@ impl ContainerExecutor {
                     .to_owned(),
                 engine,
             }
+        } else if lower.contains(crate::argv::PROXY_SOCKET_TARGET)
+            || lower.contains(crate::argv::RELAY_TARGET)
+        {
+            RunError::RelayMount { engine, message }
         } else if lower.contains("cannot connect to the docker daemon")
             || lower.contains("is the docker daemon running")
             || lower.contains("unable to connect to podman")

@@ -71,21 +71,33 @@ fn judge(line: &str, now: u64) -> Option<Stale> {
     let owner = parts.next().unwrap_or_default();
     let start = parts.next().unwrap_or_default();
     let deadline = parts.next().unwrap_or_default();
-    let why = match owner.parse::<u32>() {
-        Err(_) => Some(format!("its owner label {owner:?} is not a pid")),
+    let why = owner_gone(owner, start).or_else(|| match deadline.parse::<u64>() {
+        Ok(d) if d < now => Some(format!("its deadline passed {} s ago", now - d)),
+        Ok(_) => None,
+        Err(_) => Some(format!("its deadline label {deadline:?} is not a time")),
+    });
+    why.map(|why| Stale { name, why })
+}
+
+/// Why the owner `pid` (text, as in a label) with process start time `start` is no longer
+/// running, or `None` while it is. An empty `start` matches any process with that pid.
+pub fn owner_gone(pid: &str, start: &str) -> Option<String> {
+    match pid.parse::<u32>() {
+        Err(_) => Some(format!("its owner {pid:?} is not a pid")),
         Ok(pid) => match process_start(pid) {
             None => Some(format!("its owner, pid {pid}, is gone")),
             Some(actual) if !start.is_empty() && actual != start => {
                 Some(format!("pid {pid} now belongs to another process"))
             }
-            Some(_) => match deadline.parse::<u64>() {
-                Ok(d) if d < now => Some(format!("its deadline passed {} s ago", now - d)),
-                Ok(_) => None,
-                Err(_) => Some(format!("its deadline label {deadline:?} is not a time")),
-            },
+            Some(_) => None,
         },
-    };
-    why.map(|why| Stale { name, why })
+    }
+}
+
+/// This process's pid and start time, as [`owner_gone`] takes them.
+pub fn this_owner() -> (String, String) {
+    let pid = std::process::id();
+    (pid.to_string(), process_start(pid).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -22,8 +22,11 @@ mod result;
 mod spec;
 mod values;
 
-pub use argv::{Invocation, RunIdentity, WORKSPACE_TARGET};
-pub use builder::ContainerSpecBuilder;
+pub use argv::{
+    Invocation, PROXY_SOCKET_TARGET, PROXY_VARIABLES, RELAY_TARGET, Relay, RunIdentity,
+    WORKSPACE_TARGET,
+};
+pub use builder::{ContainerSpecBuilder, check_mount_source};
 pub use engine::{Engine, EngineKind, on_path};
 pub use error::{Error, Result, RunError};
 pub use executor::{ContainerExecutor, DEFAULT_DRAIN_GRACE};

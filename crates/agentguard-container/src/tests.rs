@@ -12,6 +12,7 @@ fn identity() -> RunIdentity {
     RunIdentity {
         name: "agentguard-test-1".into(),
         labels: vec![("agentguard.owner".into(), "4242".into())],
+        relay: None,
     }
 }
 
@@ -29,7 +30,23 @@ fn spec(engine: &str, runtime: Option<&str>, mode: WorkspaceMode) -> ContainerSp
 }
 
 fn check_golden(file: &str, spec: &ContainerSpec) {
-    let invocation = spec.invocation("run_tests", &identity()).unwrap();
+    check_golden_with(file, spec, &identity());
+}
+
+/// An identity whose way out is a relay to the egress proxy.
+fn egress_identity() -> RunIdentity {
+    RunIdentity {
+        relay: Some(Relay {
+            program: "/run/user/0/agentguard/agentguard-test-1/relay".into(),
+            socket: "/run/user/0/agentguard/agentguard-test-1/proxy.sock".into(),
+            port: 3128,
+        }),
+        ..identity()
+    }
+}
+
+fn check_golden_with(file: &str, spec: &ContainerSpec, identity: &RunIdentity) {
+    let invocation = spec.invocation("run_tests", identity).unwrap();
     let mut text = format!("{}\n", invocation.program.display());
     for arg in &invocation.args {
         text.push_str(&arg.to_string_lossy());
@@ -45,6 +62,53 @@ fn check_golden(file: &str, spec: &ContainerSpec) {
     let want = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_GOLDEN=1", path.display()));
     assert_eq!(text, want, "argv differs from {file}");
+}
+
+#[test]
+fn golden_egress_runs_keep_network_none_and_mount_the_relay() {
+    for (engine, runtime, file) in [
+        ("docker", None, "docker-default-egress.txt"),
+        ("docker", Some("runsc"), "docker-runsc-egress.txt"),
+        ("podman", None, "podman-runc-egress.txt"),
+        ("podman", Some("runsc"), "podman-runsc-egress.txt"),
+    ] {
+        let spec = spec(engine, runtime, WorkspaceMode::ReadWrite);
+        check_golden_with(file, &spec, &egress_identity());
+        let egress = args_with(&spec, &egress_identity());
+        let joined = egress.join(" ");
+        assert!(joined.contains("--network none"), "{file}: {joined}");
+        let relay_at = egress.iter().position(|a| a == RELAY_TARGET).unwrap();
+        assert_eq!(egress[relay_at - 1], "--entrypoint", "{file}");
+        assert_eq!(
+            &egress[relay_at + 2..],
+            [
+                "3128",
+                PROXY_SOCKET_TARGET,
+                "--",
+                "python3",
+                "-m",
+                "pytest",
+                "-q"
+            ],
+            "{file}: the relay gets the port, the socket, and the whole argv"
+        );
+        assert!(
+            joined.contains("HTTPS_PROXY=http://127.0.0.1:3128"),
+            "{file}"
+        );
+        assert!(joined.contains("--env NO_PROXY= "), "{file}");
+        let host_uds = joined.contains("host-uds=open");
+        assert_eq!(
+            host_uds,
+            engine == "podman" && runtime.is_some(),
+            "{file}: only podman passes runsc's host-uds flag itself"
+        );
+        // Without a relay nothing of it appears.
+        let plain = args(&spec).join(" ");
+        assert!(
+            !plain.contains("relay") && !plain.contains("PROXY") && !plain.contains("host-uds")
+        );
+    }
 }
 
 #[test]
@@ -112,7 +176,11 @@ fn golden_podman_runsc_ro() {
 }
 
 fn args(spec: &ContainerSpec) -> Vec<String> {
-    spec.invocation("run_tests", &identity())
+    args_with(spec, &identity())
+}
+
+fn args_with(spec: &ContainerSpec, identity: &RunIdentity) -> Vec<String> {
+    spec.invocation("run_tests", identity)
         .unwrap()
         .args
         .iter()
@@ -204,12 +272,12 @@ fn invalid_values_name_field_and_value() {
         (base().cpus("inf"), "`cpus` value \"inf\""),
         (base().pids(0), "`pids` value \"0\""),
         (
-            base().network("host"),
-            "`network` value \"host\": sharing the host's",
+            base().env("HTTPS_PROXY", "http://10.0.0.1:3128"),
+            "`environment` value \"HTTPS_PROXY\": the proxy variables are agentguard's",
         ),
         (
-            base().network("container:x"),
-            "`network` value \"container:x\"",
+            base().env("no_proxy", ""),
+            "`environment` value \"no_proxy\"",
         ),
         (
             base().runtime("--privileged"),

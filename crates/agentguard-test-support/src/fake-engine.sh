@@ -3,7 +3,9 @@
 # timeout, output cap, kill by name, hung clients, and engine exit statuses, without an
 # engine. `run` starts the allowlisted argv (after `--entrypoint`) as a plain child process,
 # records its pid under the container's name, and exits with its status; `kill NAME` sends
-# SIGKILL to that pid. Every call is appended to state/calls, one line per call.
+# SIGKILL to that pid. Every call is appended to state/calls, one line per call. A relay
+# entrypoint (`network = "egress"`) runs from its mount's host source, with the socket's
+# host source in place of its in-container path, so the relay itself is real.
 # The state folder sits beside this script, since the executor clears the environment.
 state="$(dirname "$0")/state"
 mkdir -p "$state"
@@ -22,9 +24,17 @@ shift
 case "$sub" in
     run)
         name=""
+        relay=""
+        socket=""
         while [ $# -gt 0 ]; do
             case "$1" in
                 --name) name="$2"; shift 2 ;;
+                --mount)
+                    case "$2" in
+                        *target=/run/agentguard/relay,*) relay="${2#*source=}"; relay="${relay%%,*}" ;;
+                        *target=/run/agentguard/proxy.sock,*) socket="${2#*source=}"; socket="${socket%%,*}" ;;
+                    esac
+                    shift 2 ;;
                 --env) export "$2"; shift 2 ;;
                 --entrypoint) program="$2"; shift 3; break ;;
                 --*=*) shift ;;
@@ -32,11 +42,21 @@ case "$sub" in
                 *) shift 2 ;;
             esac
         done
+        if [ "$program" = /run/agentguard/relay ]; then
+            port="$1"
+            shift 2
+            set -- "$port" "$socket" "$@"
+            program="$relay"
+        fi
         "$program" "$@" &
         child=$!
         echo "$child" > "$state/$name.pid"
         wait "$child"
         status=$?
+        # A container's end takes its relay's forwarder with it; here it is a host process.
+        if [ -n "$socket" ]; then
+            pkill -KILL -f -- "--forward $socket" 2>/dev/null
+        fi
         rm -f "$state/$name.pid"
         echo "exited $name $status" >> "$state/events"
         exit "$status"
@@ -47,6 +67,7 @@ case "$sub" in
             rm -f "$state/$1.pid"
             echo "killed $1" >> "$state/events"
         fi
+        pkill -KILL -f -- "--forward .*/$1/proxy.sock" 2>/dev/null
         exit 0
         ;;
     rm|ps|info|version)

@@ -93,7 +93,7 @@ fn invalid_values_name_the_field_and_the_value() {
     for (line, needle) in [
         ("memory = \"lots\"", "`memory` value \"lots\""),
         ("user = \"0:0\"", "never runs as root"),
-        ("network = \"host\"", "`network` value \"host\""),
+        ("network = \"host\"", "network \"host\" is not accepted"),
         ("pull = \"always\"", "only `never` is supported"),
         ("runtime = \"--privileged\"", "`runtime` value"),
         ("workspace_mode = \"RW\"", "expected `ro` or `rw`"),

@@ -1,0 +1,184 @@
+//! `network`, the `[egress]` table, and `[commands]` in both forms: `NAME = [argv]`, or
+//! `[commands.NAME]` with `argv`, `description`, `network` and `egress_allow`. These become
+//! the [`Sandbox`] of a run; values are checked by the sandbox crate, whose errors say what
+//! to write instead.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentguard_audit::AuditSink;
+use agentguard_container::ContainerSpec;
+use agentguard_netpin::DnsResolver;
+use agentguard_policy::parse_cidr;
+use agentguard_sandbox::relay::RelayProgram;
+use agentguard_sandbox::{Network, Sandbox};
+use anyhow::Context;
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+/// Overrides the built-in relay with a relay program file.
+pub(crate) const RELAY_ENV: &str = "AGENTGUARD_RELAY";
+/// Overrides where run folders (each run's socket and relay copy) are made.
+pub(crate) const RUN_DIR_ENV: &str = "AGENTGUARD_RUN_DIR";
+
+/// One `[commands]` entry: the short form (an argv) or the table form.
+#[derive(Debug)]
+pub(crate) enum CommandEntry {
+    Argv(Vec<String>),
+    Table(CommandTable),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CommandTable {
+    argv: Vec<String>,
+    description: Option<String>,
+    network: Option<String>,
+    egress_allow: Option<Vec<String>>,
+}
+
+impl CommandEntry {
+    pub(crate) fn into_argv(self) -> Vec<String> {
+        match self {
+            CommandEntry::Argv(argv) => argv,
+            CommandEntry::Table(table) => table.argv,
+        }
+    }
+}
+
+// By hand rather than `untagged`, so that a mistake inside a table keeps toml's message with
+// the key and its line.
+impl<'de> Deserialize<'de> for CommandEntry {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> Visitor<'de> for Entry {
+            type Value = CommandEntry;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an argv array (NAME = [\"python3\", \"-m\", \"pytest\"]) or a [commands.NAME] table with `argv`")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<CommandEntry, A::Error> {
+                Vec::deserialize(SeqAccessDeserializer::new(seq)).map(CommandEntry::Argv)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<CommandEntry, A::Error> {
+                CommandTable::deserialize(MapAccessDeserializer::new(map)).map(CommandEntry::Table)
+            }
+        }
+        deserializer.deserialize_any(Entry)
+    }
+}
+
+/// The `[egress]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EgressTable {
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    allow_ports: Vec<u16>,
+    #[serde(default)]
+    allow_cidrs: Vec<String>,
+    #[serde(default)]
+    nameservers: Vec<String>,
+    proxy_port: Option<u16>,
+}
+
+/// What a run needs beyond the container spec: each command's network and allowlist, the
+/// shared `[egress]` settings, and the descriptions shown to agents.
+#[derive(Debug)]
+pub(crate) struct Commands {
+    network: Network,
+    egress: EgressTable,
+    networks: BTreeMap<String, Network>,
+    egress_allow: BTreeMap<String, Vec<String>>,
+    descriptions: BTreeMap<String, String>,
+}
+
+impl Commands {
+    /// Reads the network words and per-command settings; errors name the key.
+    pub(crate) fn from_file(
+        network: Option<&str>,
+        commands: &BTreeMap<String, CommandEntry>,
+        egress: Option<EgressTable>,
+    ) -> Result<Commands, String> {
+        let parse =
+            |key: &str, value: &str| Network::parse(value).map_err(|e| format!("{key}: {e}"));
+        let mut out = Commands {
+            network: network.map_or(Ok(Network::None), |n| parse("network", n))?,
+            egress: egress.unwrap_or_default(),
+            networks: BTreeMap::new(),
+            egress_allow: BTreeMap::new(),
+            descriptions: BTreeMap::new(),
+        };
+        for (name, entry) in commands {
+            let CommandEntry::Table(table) = entry else {
+                continue;
+            };
+            if let Some(network) = &table.network {
+                let key = format!("commands.{name}.network");
+                out.networks.insert(name.clone(), parse(&key, network)?);
+            }
+            if let Some(allow) = &table.egress_allow {
+                out.egress_allow.insert(name.clone(), allow.clone());
+            }
+            if let Some(description) = &table.description {
+                out.descriptions.insert(name.clone(), description.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The description of `name` given in its table, if any.
+    #[allow(dead_code)] // read by the MCP server
+    pub(crate) fn description(&self, name: &str) -> Option<&str> {
+        self.descriptions.get(name).map(String::as_str)
+    }
+
+    /// The sandbox that runs `spec`'s commands with these networks. `AGENTGUARD_RELAY` and
+    /// `AGENTGUARD_RUN_DIR` override the relay and the runs folder.
+    pub(crate) fn sandbox(
+        &self,
+        spec: ContainerSpec,
+        audit: Option<Arc<dyn AuditSink>>,
+        streaming: bool,
+    ) -> anyhow::Result<Sandbox> {
+        let egress = &self.egress;
+        let mut builder = Sandbox::builder(spec)
+            .streaming(streaming)
+            .network(self.network);
+        if let Some(sink) = audit {
+            builder = builder.audit(sink);
+        }
+        for host in &egress.allow {
+            builder = builder.egress_allow(host);
+        }
+        for port in &egress.allow_ports {
+            builder = builder.egress_port(*port);
+        }
+        for cidr in &egress.allow_cidrs {
+            builder = builder.egress_cidr(parse_cidr(cidr).context("[egress] allow_cidrs")?);
+        }
+        for server in &egress.nameservers {
+            let addr = DnsResolver::parse_nameserver(server).context("[egress] nameservers")?;
+            builder = builder.nameserver(addr);
+        }
+        if let Some(port) = egress.proxy_port {
+            builder = builder.proxy_port(port);
+        }
+        for (name, network) in &self.networks {
+            builder = builder.command_network(name, *network);
+        }
+        for (name, hosts) in &self.egress_allow {
+            builder = builder.command_egress_allow(name, hosts.clone());
+        }
+        if let Some(path) = std::env::var_os(RELAY_ENV).filter(|p| !p.is_empty()) {
+            builder = builder.relay(RelayProgram::from_file(&PathBuf::from(path))?);
+        }
+        if let Some(dir) = std::env::var_os(RUN_DIR_ENV).filter(|p| !p.is_empty()) {
+            builder = builder.runs_dir(PathBuf::from(dir));
+        }
+        Ok(builder.build()?)
+    }
+}

@@ -1,0 +1,177 @@
+//! The relay program: built statically from `crates/agentguard-relay` by this crate's build
+//! script and embedded, or read from a file (`AGENTGUARD_RELAY` in the CLI). Either way it is
+//! checked before use: an ELF executable for this machine's architecture with no program
+//! interpreter (static), since it runs inside images that may have no C library at all.
+
+use std::borrow::Cow;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The relay this crate was built with.
+const EMBEDDED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/agentguard-relay"));
+
+/// A relay program, checked to be a static executable for this machine.
+#[derive(Debug, Clone)]
+pub struct RelayProgram {
+    bytes: Cow<'static, [u8]>,
+    origin: String,
+}
+
+impl RelayProgram {
+    /// The relay built into this program.
+    pub fn embedded() -> Result<RelayProgram> {
+        RelayProgram::checked(Cow::Borrowed(EMBEDDED), "the built-in relay".into())
+    }
+
+    /// The relay at `path` (for a relay built separately).
+    pub fn from_file(path: &Path) -> Result<RelayProgram> {
+        let origin = format!("the relay {}", path.display());
+        let bytes = std::fs::read(path).map_err(|e| Error::Relay {
+            origin: origin.clone(),
+            problem: format!("cannot be read: {e}"),
+        })?;
+        RelayProgram::checked(Cow::Owned(bytes), origin)
+    }
+
+    fn checked(bytes: Cow<'static, [u8]>, origin: String) -> Result<RelayProgram> {
+        static_executable(&bytes).map_err(|problem| Error::Relay {
+            origin: origin.clone(),
+            problem,
+        })?;
+        Ok(RelayProgram { bytes, origin })
+    }
+
+    /// Where it came from, for messages (`the built-in relay`, `the relay PATH`).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// Its size in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Always false: an empty file is not an executable.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Writes it to `path` (which must not exist), executable and read-only.
+    pub(crate) fn install(&self, path: &Path) -> Result<PathBuf> {
+        let io = |e: std::io::Error| Error::RunDir {
+            path: path.to_owned(),
+            action: "writing the relay",
+            source: e,
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o555)
+            .open(path)
+            .map_err(io)?;
+        file.write_all(&self.bytes).map_err(io)?;
+        Ok(path.to_owned())
+    }
+}
+
+/// Checks that `bytes` are a 64-bit little-endian ELF executable for this machine with no
+/// `PT_INTERP` program header (a static executable), or says what is wrong.
+pub fn static_executable(bytes: &[u8]) -> std::result::Result<(), String> {
+    const PT_INTERP: u32 = 3;
+    if bytes.get(..4) != Some(b"\x7fELF") {
+        return Err("is not an ELF executable".into());
+    }
+    if bytes.get(4..6) != Some(&[2, 1]) {
+        return Err("is not a 64-bit little-endian ELF file".into());
+    }
+    let u16_at = |at: usize| {
+        bytes
+            .get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
+    let u32_at = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+    };
+    let truncated = || "is a truncated ELF file".to_owned();
+    let kind = u16_at(0x10).ok_or_else(truncated)?;
+    if kind != 2 && kind != 3 {
+        return Err(format!("is an ELF file of type {kind}, not an executable"));
+    }
+    let machine = u16_at(0x12).ok_or_else(truncated)?;
+    let want = match std::env::consts::ARCH {
+        "x86_64" => 62,
+        "aarch64" => 183,
+        "riscv64" => 243,
+        other => return Err(format!("cannot be checked on a {other} machine")),
+    };
+    if machine != want {
+        return Err(format!(
+            "is built for ELF machine {machine}, not for this {} machine",
+            std::env::consts::ARCH
+        ));
+    }
+    let phoff = u64_at(0x20).ok_or_else(truncated)?;
+    let phentsize = u16_at(0x36).ok_or_else(truncated)?;
+    let phnum = u16_at(0x38).ok_or_else(truncated)?;
+    let phoff = usize::try_from(phoff).map_err(|_| truncated())?;
+    for i in 0..usize::from(phnum) {
+        let at = phoff
+            .checked_add(i * usize::from(phentsize))
+            .ok_or_else(truncated)?;
+        if u32_at(at).ok_or_else(truncated)? == PT_INTERP {
+            return Err(
+                "is dynamically linked (it names a program interpreter), so it cannot run in an image without the same C library; build it with `-C target-feature=+crt-static`".into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::static_executable;
+
+    #[test]
+    fn the_built_in_relay_is_static() {
+        assert_eq!(static_executable(super::EMBEDDED), Ok(()));
+        assert!(super::RelayProgram::embedded().unwrap().len() > 10_000);
+    }
+
+    #[test]
+    fn dynamic_and_foreign_programs_are_refused() {
+        // This test program itself is dynamically linked.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let problem = static_executable(&me).unwrap_err();
+        assert!(problem.contains("dynamically linked"), "{problem}");
+        assert!(
+            static_executable(b"#!/bin/sh\n")
+                .unwrap_err()
+                .contains("not an ELF")
+        );
+        assert!(
+            static_executable(&me[..40])
+                .unwrap_err()
+                .contains("truncated")
+        );
+        let mut foreign = super::EMBEDDED.to_vec();
+        foreign[0x12] = 0x28; // ARM
+        assert!(
+            static_executable(&foreign)
+                .unwrap_err()
+                .contains("machine 40")
+        );
+        foreign[4] = 1; // 32-bit
+        assert!(static_executable(&foreign).unwrap_err().contains("64-bit"));
+    }
+}
