@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 #[path = "../../crates/agentguard-cli/src/config.rs"]
-#[allow(dead_code, unreachable_pub)]
+#[allow(dead_code, unreachable_pub, unused_imports)]
 mod config;
 
 fuzz_target!(|data: &[u8]| {

@@ -59,6 +59,12 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "Container overhead: `agentguard run` of a trivial allowlisted command (`true` in the busybox probe image, docker with its default runtime) against the raw `docker run` with the same hardened argv, taken from `agentguard run --dry-run`.",
     ),
     (
+        "egress",
+        "agentguard-sandbox",
+        "egress_bench",
+        "The cost of `network = \"egress\"` (docker, default runtime, release binary): `agentguard run` of `true` in the busybox probe image with its own proxy and relay against the same command with `network = \"none\"`, alternating; and a 256 MiB download by a Python client inside the container through the relay and the run's proxy against the same client on the host through `agentguard egress-proxy`, each timing its data phase.",
+    ),
+    (
         "fetch",
         "agentguard-netpin",
         "fetch_bench",
@@ -119,6 +125,18 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
             vec![
                 binary.to_string_lossy().into_owned(),
                 config.to_string_lossy().into_owned(),
+                "15".into(),
+            ]
+        }
+        "egress" => {
+            crate::image::ensure_probe_image("docker")?;
+            crate::image::ensure_pytest_image("docker")?;
+            let binary = release_binary()?;
+            vec![
+                binary.to_string_lossy().into_owned(),
+                scratch.to_string_lossy().into_owned(),
+                crate::image::PROBE_IMAGE.into(),
+                crate::image::PYTEST_IMAGE.into(),
                 "15".into(),
             ]
         }

@@ -2,9 +2,10 @@
 //!
 //! It sets up the engines, classifies a few addresses with the real `agentguard` binary, runs
 //! an allowlisted command in a hardened container (and refuses one that is not), fetches over
-//! DNS pinning, tunnels curl through the egress proxy, and verifies the audit logs. Everything
-//! network-related stays on this machine: a test DNS server on 127.0.0.1 and a TLS server with
-//! a test CA on 127.0.0.2.
+//! DNS pinning, tunnels curl through the egress proxy, installs a package inside a container
+//! whose only way out is its own egress proxy (and is refused an off-list host), and verifies
+//! the audit logs. Everything network-related stays on this machine: a test DNS server on
+//! 127.0.0.1 and a TLS server with a test CA (and a package index) on 127.0.0.2.
 
 use agentguard_container::{ContainerExecutor, ContainerSpec, Engine, EngineKind};
 use anyhow::{Context, Result, bail};
@@ -13,7 +14,7 @@ use crate::{cmd, image, setup};
 
 pub(crate) fn run() -> Result<()> {
     let engines = setup::run()?;
-    println!("\n== demo 1/5: which addresses count as public (never dials)");
+    println!("\n== demo 1/6: which addresses count as public (never dials)");
     let agentguard = cmd::debug_binary()?;
     cmd::run(
         agentguard
@@ -48,7 +49,7 @@ pub(crate) fn run() -> Result<()> {
     let executor = ContainerExecutor::new(builder.build()?);
     let identity = executor.identity();
     println!(
-        "\n== demo 2/5: the allowlisted command `whoami` in a hardened container ({kind}{})",
+        "\n== demo 2/6: the allowlisted command `whoami` in a hardened container ({kind}{})",
         runtime.map(|r| format!(" under {r}")).unwrap_or_default()
     );
     let invocation = executor
@@ -81,12 +82,12 @@ pub(crate) fn run() -> Result<()> {
         );
     }
 
-    println!("\n== demo 3/5: a name that is not on the allowlist never reaches the engine");
+    println!("\n== demo 3/6: a name that is not on the allowlist never reaches the engine");
     match executor.spec().invocation("rm -rf /", &identity) {
         Ok(_) => bail!("an unlisted name produced an argv"),
         Err(denial) => println!("{denial}"),
     }
-    network(&agentguard)
+    network(&agentguard, kind, runtime)
 }
 
 fn show(
@@ -127,28 +128,34 @@ impl Peers {
     fn start() -> Result<Peers> {
         use std::net::{IpAddr, Ipv4Addr};
 
-        use agentguard_test_support::{FakeDns, TestCa, TlsUpstream};
+        use agentguard_test_support::{FakeDns, TestCa, TlsUpstream, index};
 
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()?;
         let upstream_ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+        let dir = cmd::root().join("target/xtask/demo");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let wheel = dir.join(index::WHEEL_NAME);
+        cmd::run(
+            "python3",
+            &["-c", index::WHEEL_SCRIPT, &wheel.to_string_lossy()],
+        )?;
+        let files = index::index_files(std::fs::read(&wheel)?);
         let (dns, upstream, ca) = runtime.block_on(async {
             let dns = FakeDns::start().await;
             let ca = TestCa::new("agentguard demo CA");
-            let upstream =
-                TlsUpstream::start(upstream_ip, 0, ca.server_config(&["pkgs.example.test"])).await;
+            let config = ca.server_config(&["pkgs.example.test"]);
+            let upstream = TlsUpstream::start_with_files(upstream_ip, 0, config, files).await?;
             dns.answer("pkgs.example.test", &[upstream_ip]);
             dns.answer(
                 "private.example.test",
                 &[IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3))],
             );
-            (dns, upstream, ca)
-        });
-        let dir = cmd::root().join("target/xtask/demo");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
+            anyhow::Ok((dns, upstream, ca))
+        })?;
         let ca_file = dir.join("ca.pem");
         std::fs::write(&ca_file, ca.pem())?;
         Ok(Peers {
@@ -165,13 +172,24 @@ impl Peers {
     fn log(&self, name: &str) -> String {
         self.dir.join(name).to_string_lossy().into_owned()
     }
+
+    fn context(&self) -> crate::demo_egress::Peers {
+        crate::demo_egress::Peers {
+            dir: self.dir.clone(),
+            port: self.port.clone(),
+            ns: self.ns.clone(),
+            ca_path: self.ca_path.clone(),
+        }
+    }
 }
 
-/// Demos 4 and 5: DNS pinning and the egress proxy against servers on loopback, with audit.
-fn network(agentguard: &std::path::Path) -> Result<()> {
+/// Demos 4 to 6: DNS pinning, the egress proxy, and a container whose only way out is its
+/// proxy, against servers on loopback, with audit.
+fn network(agentguard: &std::path::Path, kind: EngineKind, runtime: Option<&str>) -> Result<()> {
     let peers = Peers::start()?;
     let fetch_log = fetch_demo(agentguard, &peers)?;
     let egress_log = proxy_demo(agentguard, &peers)?;
+    crate::demo_egress::run(agentguard, &peers.context(), kind, runtime)?;
     println!("\n$ agentguard audit show (the egress log, then verify both logs)");
     show(agentguard, &["audit", "show", &egress_log], &[])?;
     let v1 = show(agentguard, &["audit", "verify", &egress_log], &[])?;
@@ -189,7 +207,7 @@ fn fetch_demo(agentguard: &std::path::Path, peers: &Peers) -> Result<String> {
     } = peers;
     let fetch_log = peers.log("fetch.jsonl");
     println!(
-        "\n== demo 4/5: DNS pinning: fetch resolves once, checks every address, dials exactly those, verifies TLS"
+        "\n== demo 4/6: DNS pinning: fetch resolves once, checks every address, dials exactly those, verifies TLS"
     );
     println!(
         "   (a test DNS server on {ns}; pkgs.example.test is a TLS server with a test CA on 127.0.0.2, allowed by --allow-cidr)"
@@ -226,7 +244,7 @@ fn proxy_demo(agentguard: &std::path::Path, peers: &Peers) -> Result<String> {
         port, ns, ca_path, ..
     } = peers;
     println!(
-        "\n== demo 5/5: the egress proxy: CONNECT only, allowlisted, pinned, audited; curl through it"
+        "\n== demo 5/6: the egress proxy: CONNECT only, allowlisted, pinned, audited; curl through it"
     );
     let egress_log = peers.log("egress.jsonl");
     let mut proxy = std::process::Command::new(agentguard)

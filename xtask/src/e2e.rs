@@ -148,6 +148,7 @@ fn test_combo(combo: Combo, binary: &std::path::Path) -> Result<usize> {
     let engine = combo.engine.program_name();
     image::ensure_probe_image(engine)?;
     image::ensure_pytest_image(engine)?;
+    let runs = runs_dir()?;
     let mut command = Command::new("cargo");
     command
         .args(["test", "--quiet", "--package", "agentguard-e2e", "--"])
@@ -157,6 +158,8 @@ fn test_combo(combo: Combo, binary: &std::path::Path) -> Result<usize> {
         .env("AGENTGUARD_E2E_PROBE_IMAGE", image::PROBE_IMAGE)
         .env("AGENTGUARD_E2E_PYTEST_IMAGE", image::PYTEST_IMAGE)
         .env("AGENTGUARD_E2E_BINARY", binary)
+        // The run folders of egress runs, so the leftover check can see them all.
+        .env("AGENTGUARD_RUN_DIR", &runs)
         // Must never reach a container: the executor passes only a short list to the engine.
         .env("AGENTGUARD_E2E_CANARY", "leaked-from-host")
         .env("HTTP_PROXY", "http://127.0.0.1:9");
@@ -166,10 +169,7 @@ fn test_combo(combo: Combo, binary: &std::path::Path) -> Result<usize> {
     };
     let output = command.output().context("running cargo test")?;
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    for line in text
-        .lines()
-        .filter(|l| l.contains("pytest in the container said"))
-    {
+    for line in text.lines().filter(|l| l.contains("in the container said")) {
         println!("   {}", line.trim_start_matches('.'));
     }
     if !output.status.success() {
@@ -181,12 +181,27 @@ fn test_combo(combo: Combo, binary: &std::path::Path) -> Result<usize> {
     let tests = passed_count(&text).context("no `test result` line in the cargo test output")?;
     // The probe test checks many properties in one container; count each, as a reviewer reads
     // them.
-    let inside = text
-        .lines()
-        .find_map(|l| l.split_once(" properties checked from inside"))
-        .and_then(|(before, _)| before.rsplit(' ').next()?.parse::<usize>().ok())
-        .context("the probe test did not report its properties")?;
-    Ok(tests.saturating_sub(1) + inside + leftovers(combo)?)
+    // The probe tests check many properties in one container each; count each, as a
+    // reviewer reads them.
+    let reported = |what: &str| {
+        // "LABEL: N properties ..." (the egress line also ends in the plain line's words).
+        text.lines()
+            .filter_map(|l| l.split_once(what))
+            .find_map(|(before, _)| before.rsplit(' ').next()?.parse::<usize>().ok())
+            .with_context(|| format!("a probe test did not report its{what}"))
+    };
+    let inside = reported(" properties checked from inside")?;
+    let egress = reported(" egress properties checked from inside")?;
+    Ok(tests.saturating_sub(2) + inside + egress + leftovers(combo, &runs)?)
+}
+
+/// `target/e2e/runs`, created private (mode 0700) as run folders require.
+fn runs_dir() -> Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runs = cmd::root().join("target/e2e/runs");
+    std::fs::create_dir_all(&runs).with_context(|| format!("creating {}", runs.display()))?;
+    std::fs::set_permissions(&runs, std::fs::Permissions::from_mode(0o700))?;
+    Ok(runs)
 }
 
 /// The number of passed tests in libtest's summary lines.
@@ -199,23 +214,36 @@ fn passed_count(text: &str) -> Option<usize> {
     (!counts.is_empty()).then(|| counts.iter().sum())
 }
 
-/// Nothing left behind: no container with an agentguard owner label, and under gVisor no
-/// sandbox process (a failed start can leave one running while the engine lists nothing).
-fn leftovers(combo: Combo) -> Result<usize> {
+/// Nothing left behind: no container with an agentguard owner label, no run folder (socket,
+/// relay copy), no relay process, and under gVisor no sandbox process (a failed start can
+/// leave one running while the engine lists nothing).
+fn leftovers(combo: Combo, runs: &std::path::Path) -> Result<usize> {
     let engine = combo.engine.program_name();
     let filter = format!("label={LABEL_OWNER}");
     let left = cmd::output(engine, &["ps", "-a", "-q", "--filter", &filter])?;
     if !cmd::stdout_text(&left).is_empty() {
         bail!("containers left behind: {}", cmd::stdout_text(&left));
     }
+    let folders: Vec<String> = std::fs::read_dir(runs)?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if !folders.is_empty() {
+        bail!("run folders left behind in {}: {folders:?}", runs.display());
+    }
+    // The relay and its forwarder, by their argv[0] (an engine client's argv names it later).
+    let relays = cmd::stdout_text(&cmd::output("pgrep", &["-af", "^/run/agentguard/relay "])?);
+    if !relays.is_empty() {
+        bail!("relay processes left behind: {relays}");
+    }
     if !combo.gvisor() {
-        return Ok(1);
+        return Ok(3);
     }
     let mut sandboxes = String::new();
     for _ in 0..50 {
         sandboxes = cmd::stdout_text(&cmd::output("pgrep", &["-f", "runsc-sandbox"])?);
         if sandboxes.is_empty() {
-            return Ok(2);
+            return Ok(4);
         }
         std::thread::sleep(Duration::from_millis(200));
     }

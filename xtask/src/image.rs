@@ -61,8 +61,11 @@ pub(crate) fn ensure_probe_image(engine: &str) -> Result<()> {
     import_rootfs(engine, &root, PROBE_IMAGE)
 }
 
-/// The realistic image of the spec's headline example: Debian minbase with python3 and pytest.
-pub(crate) const PYTEST_IMAGE: &str = "localhost/agentguard-pytest:1";
+/// The realistic image of the spec's headline example: Debian minbase with python3, pytest and
+/// pip (for the package install through the egress proxy). Bump the tag, and the root
+/// folder's name below, when the package list changes.
+pub(crate) const PYTEST_IMAGE: &str = "localhost/agentguard-pytest:2";
+const PYTEST_PACKAGES: &str = "python3,python3-pytest,python3-pip";
 
 /// The Debian mirror configured on this machine for the `bookworm` suite (deb822 stanzas or
 /// one-line sources). Other repositories (security, third parties) are skipped: debootstrap
@@ -120,20 +123,20 @@ pub(crate) fn ensure_pytest_image(engine: &str) -> Result<()> {
     if cmd::succeeds(engine, &["image", "inspect", PYTEST_IMAGE]) {
         return Ok(());
     }
-    let root = cmd::root().join("target/xtask/pytest-rootfs");
-    let done = cmd::root().join("target/xtask/pytest-rootfs.done");
+    let root = cmd::root().join("target/xtask/pytest-rootfs-2");
+    let done = cmd::root().join("target/xtask/pytest-rootfs-2.done");
     if !done.exists() {
         if root.exists() {
             fs::remove_dir_all(&root)?;
         }
         let mirror = debian_mirror()?;
         println!(
-            "   building {PYTEST_IMAGE}: debootstrap --variant=minbase --include=python3,python3-pytest bookworm ({mirror})"
+            "   building {PYTEST_IMAGE}: debootstrap --variant=minbase --include={PYTEST_PACKAGES} bookworm ({mirror})"
         );
         let status = Command::new("debootstrap")
             .args([
                 "--variant=minbase",
-                "--include=python3,python3-pytest",
+                &format!("--include={PYTEST_PACKAGES}"),
                 "bookworm",
             ])
             .arg(&root)

@@ -8,6 +8,7 @@ mod bench;
 mod ci;
 mod cmd;
 mod demo;
+mod demo_egress;
 mod e2e;
 mod fuzz;
 mod image;

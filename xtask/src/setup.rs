@@ -144,7 +144,9 @@ fn register_runsc_with_docker() -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
         Err(e) => return Err(e).with_context(|| format!("reading {DAEMON_JSON}")),
     };
-    let wanted = serde_json::json!({"path": RUNSC, "runtimeArgs": ["--network=none"]});
+    // --host-uds=open lets a sandbox connect to the egress proxy's socket mounted into it.
+    let wanted =
+        serde_json::json!({"path": RUNSC, "runtimeArgs": ["--network=none", "--host-uds=open"]});
     if config.pointer("/runtimes/runsc") == Some(&wanted) {
         return Ok(false);
     }
@@ -160,7 +162,7 @@ fn register_runsc_with_docker() -> Result<bool> {
     runtimes.insert("runsc".into(), wanted);
     if !is_root() {
         bail!(
-            "registering runsc needs root: add {{\"runtimes\":{{\"runsc\":{{\"path\":\"{RUNSC}\",\"runtimeArgs\":[\"--network=none\"]}}}}}} to {DAEMON_JSON}"
+            "registering runsc needs root: add {{\"runtimes\":{{\"runsc\":{{\"path\":\"{RUNSC}\",\"runtimeArgs\":[\"--network=none\",\"--host-uds=open\"]}}}}}} to {DAEMON_JSON}"
         );
     }
     fs::create_dir_all("/etc/docker").context("creating /etc/docker")?;

@@ -1,15 +1,18 @@
-//! `agentguard doctor`: what this machine's engines can enforce, and a trivial hardened run of
-//! the configured image when there is a config file.
+//! `agentguard doctor`: what this machine's engines can enforce, whether the relay of
+//! `network = "egress"` runs is present and static, and a trivial hardened run of the
+//! configured image when there is a config file.
 
 use std::path::PathBuf;
 
 use agentguard_container::doctor::{self, Finding, Level};
+use agentguard_sandbox::relay::RelayProgram;
 
 use crate::{config, exit, output};
 
 pub(crate) fn run() -> anyhow::Result<u8> {
     let runtime = crate::run::runtime()?;
     let mut findings = runtime.block_on(doctor::diagnose());
+    findings.push(relay());
     // The trivial hardened run uses the image of the config in use, when there is one.
     let path = std::env::var_os("AGENTGUARD_CONFIG")
         .map_or_else(|| PathBuf::from("agentguard.toml"), PathBuf::from);
@@ -30,6 +33,38 @@ pub(crate) fn run() -> anyhow::Result<u8> {
         });
     }
     let failed = findings.iter().any(|f| f.level == Level::Fail);
+    write(findings)?;
+    Ok(if failed { exit::FAILURE } else { exit::SUCCESS })
+}
+
+/// The relay a `network = "egress"` run would use: `AGENTGUARD_RELAY`, or the built-in one.
+fn relay() -> Finding {
+    let program = match std::env::var_os(config::RELAY_ENV).filter(|p| !p.is_empty()) {
+        Some(path) => RelayProgram::from_file(&PathBuf::from(path)),
+        None => RelayProgram::embedded(),
+    };
+    match program {
+        Ok(relay) => Finding {
+            level: Level::Ok,
+            what: format!(
+                "{} is present and static ({} bytes): network = \"egress\" runs can start",
+                relay.origin(),
+                relay.len()
+            ),
+            fix: String::new(),
+        },
+        Err(e) => Finding {
+            level: Level::Fail,
+            what: format!("network = \"egress\" runs would be refused: {e}"),
+            fix: format!(
+                "unset {} to use the built-in relay, or rebuild agentguard",
+                config::RELAY_ENV
+            ),
+        },
+    }
+}
+
+fn write(findings: Vec<Finding>) -> anyhow::Result<()> {
     output::write_lines(findings.into_iter().map(|f| {
         let tag = match f.level {
             Level::Ok => "ok  ",
@@ -42,5 +77,5 @@ pub(crate) fn run() -> anyhow::Result<u8> {
             format!("{tag} {}\n     fix: {}", f.what, f.fix)
         }
     }))?;
-    Ok(if failed { exit::FAILURE } else { exit::SUCCESS })
+    Ok(())
 }

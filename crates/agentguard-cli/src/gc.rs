@@ -1,16 +1,24 @@
-//! `agentguard gc`: remove containers left behind by a crashed run, on every engine found.
+//! `agentguard gc`: remove what crashed runs left behind: containers, on every engine found,
+//! and the run folders (socket and relay copy) of `network = "egress"` runs whose owner is
+//! gone.
 
 use agentguard_container::{Engine, Error, gc};
+use agentguard_sandbox::run_dir;
 
 use crate::args::GcArgs;
-use crate::{exit, output};
+use crate::{config, exit, output};
 
 pub(crate) fn run(args: &GcArgs) -> anyhow::Result<u8> {
     let engines = Engine::installed();
     if engines.is_empty() {
         return Err(Error::NoEngine.into());
     }
-    let lines = crate::run::runtime()?.block_on(async {
+    let verb = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    let mut lines = crate::run::runtime()?.block_on(async {
         let mut lines = Vec::new();
         for engine in &engines {
             match gc::sweep(engine, &[], args.dry_run).await {
@@ -18,11 +26,6 @@ pub(crate) fn run(args: &GcArgs) -> anyhow::Result<u8> {
                     lines.push(format!("{}: nothing to remove", engine.kind))
                 }
                 Ok(stale) => {
-                    let verb = if args.dry_run {
-                        "would remove"
-                    } else {
-                        "removed"
-                    };
                     lines.extend(
                         stale
                             .into_iter()
@@ -34,6 +37,16 @@ pub(crate) fn run(args: &GcArgs) -> anyhow::Result<u8> {
         }
         lines
     });
+    let runs = config::runs_dir();
+    match run_dir::sweep(&runs, args.dry_run) {
+        Ok(stale) if stale.is_empty() => lines.push("run folders: nothing to remove".into()),
+        Ok(stale) => lines.extend(
+            stale
+                .into_iter()
+                .map(|s| format!("run folders: {verb} {} ({})", s.path.display(), s.why)),
+        ),
+        Err(e) => lines.push(format!("run folders: cannot read {}: {e}", runs.display())),
+    }
     output::write_lines(lines)?;
     Ok(exit::SUCCESS)
 }

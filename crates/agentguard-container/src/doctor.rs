@@ -133,9 +133,12 @@ fn docker(fields: &[&str]) -> Vec<Finding> {
         } else {
             Level::Fail
         };
-        findings.push(finding(level, "docker: runsc (gVisor) is registered", if level == Level::Ok { "" } else { "add \"runtimeArgs\": [\"--network=none\"] to runsc in /etc/docker/daemon.json, or `--network none` runs fail" }));
+        findings.push(finding(level, "docker: runsc (gVisor) is registered", if level == Level::Ok { "" } else { "add \"runtimeArgs\": [\"--network=none\", \"--host-uds=open\"] to runsc in /etc/docker/daemon.json, or `--network none` runs fail" }));
+        if !runtimes.contains("--host-uds=open") {
+            findings.push(finding(Level::Warn, "docker: runsc is registered without --host-uds=open: network = \"egress\" runs under gVisor are refused (the sandbox cannot connect to the proxy's socket)", "add \"--host-uds=open\" to runsc's \"runtimeArgs\" in /etc/docker/daemon.json and reload dockerd (`cargo xtask setup` does both)"));
+        }
     } else {
-        findings.push(finding(Level::Warn, "docker: runsc (gVisor) is not registered; runtime = \"runsc\" will be refused", "install runsc and add {\"runtimes\":{\"runsc\":{\"path\":\"/usr/bin/runsc\",\"runtimeArgs\":[\"--network=none\"]}}} to /etc/docker/daemon.json, then reload dockerd"));
+        findings.push(finding(Level::Warn, "docker: runsc (gVisor) is not registered; runtime = \"runsc\" will be refused", "install runsc and add {\"runtimes\":{\"runsc\":{\"path\":\"/usr/bin/runsc\",\"runtimeArgs\":[\"--network=none\",\"--host-uds=open\"]}}} to /etc/docker/daemon.json, then reload dockerd"));
     }
     if fields.get(1).is_some_and(|s| s.contains("rootless")) {
         findings.push(finding(
@@ -226,10 +229,84 @@ pub async fn trial_run(spec: &crate::ContainerSpec) -> Finding {
             ),
             "the image needs a `true` program on its PATH for this check; otherwise see the message",
         ),
-        Err(e) => finding(
-            Level::Fail,
-            format!("a trivial hardened run of {label} failed: {e}"),
-            format!("see the message ({})", e.reason()),
+        Err(e) => {
+            let message = e.to_string();
+            let fix = match missing_helper(&message) {
+                Some(hint) => hint.to_owned(),
+                None => format!("see the message ({})", e.reason()),
+            };
+            finding(
+                Level::Fail,
+                format!("a trivial hardened run of {label} failed: {message}"),
+                fix,
+            )
+        }
+    }
+}
+
+/// The package to install when an engine says one of its helpers is missing: the init
+/// process behind `--init` (podman's catatonit, docker's docker-init from tini) or an OCI
+/// runtime program.
+pub fn missing_helper(message: &str) -> Option<&'static str> {
+    let lower = message.to_ascii_lowercase();
+    let missing = ["not found", "no such file", "executable file not found"]
+        .iter()
+        .any(|m| lower.contains(m));
+    if !missing {
+        return None;
+    }
+    [
+        (
+            "catatonit",
+            "install podman's init helper for --init: apt-get install catatonit",
         ),
+        (
+            "container-init",
+            "install podman's init helper for --init: apt-get install catatonit",
+        ),
+        (
+            "docker-init",
+            "install docker's init helper for --init: apt-get install tini",
+        ),
+        (
+            "runsc",
+            "install gVisor's runsc: apt-get install runsc (then `cargo xtask setup` registers it)",
+        ),
+        ("\"runc\"", "install the runc runtime: apt-get install runc"),
+        (
+            "crun",
+            "install the crun runtime, or set runtime = \"runc\": apt-get install crun",
+        ),
+    ]
+    .into_iter()
+    .find(|(needle, _)| lower.contains(needle))
+    .map(|(_, hint)| hint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::missing_helper;
+
+    #[test]
+    fn a_missing_engine_helper_names_its_package() {
+        for (message, package) in [
+            (
+                "Error: container-init binary not found on the host: stat /usr/libexec/podman/catatonit: no such file or directory",
+                "apt-get install catatonit",
+            ),
+            (
+                "docker: Error response from daemon: exec: \"docker-init\": executable file not found in $PATH",
+                "apt-get install tini",
+            ),
+        ] {
+            let hint = missing_helper(message).expect(message);
+            assert!(hint.contains(package), "{message}: {hint}");
+        }
+        assert_eq!(missing_helper("image not known"), None);
+        assert_eq!(
+            missing_helper("catatonit crashed"),
+            None,
+            "present, not missing"
+        );
     }
 }

@@ -12,6 +12,7 @@ mod clients;
 mod dns;
 mod echo;
 mod engine;
+pub mod index;
 mod listener;
 mod tls;
 

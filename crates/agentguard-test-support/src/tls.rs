@@ -4,7 +4,8 @@
 //! HTTP/1.1 request per connection on a chosen loopback address and records the TLS SNI and
 //! the request head, so tests can prove which address a request landed on and under which
 //! name. Paths: `/redirect` (302), `/big/N` (N bytes with a length), `/stream/N` (N bytes,
-//! chunked), `/status/N` (that status), anything else `hello from IP`.
+//! chunked), `/status/N` (that status), any path given to [`TlsUpstream::start_with_files`]
+//! (that file), anything else `hello from IP`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -107,6 +108,18 @@ impl TlsUpstream {
         port: u16,
         config: Arc<ServerConfig>,
     ) -> std::io::Result<TlsUpstream> {
+        TlsUpstream::start_with_files(ip, port, config, Vec::new()).await
+    }
+
+    /// Like [`TlsUpstream::try_start`], also serving `files`: (path, content type, body), for
+    /// example a PEP 503 package index.
+    pub async fn start_with_files(
+        ip: IpAddr,
+        port: u16,
+        config: Arc<ServerConfig>,
+        files: Vec<(String, String, Vec<u8>)>,
+    ) -> std::io::Result<TlsUpstream> {
+        let files = Arc::new(files);
         let listener = TcpListener::bind((ip, port)).await?;
         let addr = listener.local_addr()?;
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -116,6 +129,7 @@ impl TlsUpstream {
             while let Ok((stream, _)) = listener.accept().await {
                 let acceptor = acceptor.clone();
                 let log = Arc::clone(&log);
+                let files = Arc::clone(&files);
                 tokio::spawn(async move {
                     let Ok(mut tls) = acceptor.accept(stream).await else {
                         return;
@@ -132,7 +146,20 @@ impl TlsUpstream {
                     let head = String::from_utf8_lossy(&head).into_owned();
                     let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
                     log.lock().unwrap().push(Seen { sni, head });
-                    let _ = respond(&mut tls, &path, addr.ip()).await;
+                    let file = files.iter().find(|(p, _, _)| *p == path);
+                    let _ = match file {
+                        Some((_, kind, body)) => {
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                                body.len()
+                            );
+                            match tls.write_all(head.as_bytes()).await {
+                                Ok(()) => tls.write_all(body).await,
+                                Err(e) => Err(e),
+                            }
+                        }
+                        None => respond(&mut tls, &path, addr.ip()).await,
+                    };
                     let _ = tls.shutdown().await;
                 });
             }

@@ -45,7 +45,10 @@ const GRAPH: &[(&str, &[&str])] = &[
         ],
     ),
     ("agentguard-test-support", &[]),
-    ("agentguard-e2e", &["agentguard-container"]),
+    (
+        "agentguard-e2e",
+        &["agentguard-container", "agentguard-test-support"],
+    ),
     (
         "agentguard-cli",
         &[

@@ -176,9 +176,13 @@ impl Commands {
         if let Some(path) = std::env::var_os(RELAY_ENV).filter(|p| !p.is_empty()) {
             builder = builder.relay(RelayProgram::from_file(&PathBuf::from(path))?);
         }
-        if let Some(dir) = std::env::var_os(RUN_DIR_ENV).filter(|p| !p.is_empty()) {
-            builder = builder.runs_dir(PathBuf::from(dir));
-        }
-        Ok(builder.build()?)
+        Ok(builder.runs_dir(runs_dir()).build()?)
     }
+}
+
+/// Where run folders are made: `AGENTGUARD_RUN_DIR`, or the sandbox's default.
+pub(crate) fn runs_dir() -> PathBuf {
+    std::env::var_os(RUN_DIR_ENV)
+        .filter(|p| !p.is_empty())
+        .map_or_else(agentguard_sandbox::run_dir::default_runs_dir, PathBuf::from)
 }

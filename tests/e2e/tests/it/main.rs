@@ -4,6 +4,7 @@
 //! outside that nothing (no container, no gVisor sandbox) was left behind.
 
 mod binary;
+mod egress;
 mod inside;
 mod limits;
 
