@@ -30,6 +30,8 @@ pub enum Kind {
     EgressClose,
     /// The log itself was repaired (a torn tail truncated).
     LogRepaired,
+    /// A tool call through `agentguard mcp`.
+    McpCall,
 }
 
 impl Kind {
@@ -41,6 +43,7 @@ impl Kind {
             Kind::EgressConnect => "egress_connect",
             Kind::EgressClose => "egress_close",
             Kind::LogRepaired => "log_repaired",
+            Kind::McpCall => "mcp_call",
         }
     }
 }
@@ -122,6 +125,8 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("client", ValueType::String),
     ("path", ValueType::String),
     ("run", ValueType::String),
+    ("tool", ValueType::String),
+    ("mcp_client", ValueType::String),
     // data
     ("status", ValueType::Number),
     ("run_status", ValueType::String),
@@ -141,6 +146,7 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("line", ValueType::Number),
     ("removed_bytes", ValueType::Number),
     ("removed_sha256", ValueType::String),
+    ("request_id", ValueType::String),
 ];
 
 /// The first known key of `event` whose value has another type than [`KEYS`] says.
@@ -218,6 +224,18 @@ impl Event {
         Event::new(Kind::EgressClose, Decision::Allow, reason)
             .subject("target", target)
             .subject("client", client)
+    }
+
+    /// A call of the MCP tool `tool` by the client `client` (`name/version`).
+    pub fn mcp_call(
+        decision: Decision,
+        reason: impl Into<String>,
+        tool: &str,
+        client: &str,
+    ) -> Event {
+        Event::new(Kind::McpCall, decision, reason)
+            .subject("tool", tool)
+            .subject("mcp_client", client)
     }
 
     /// Sets one subject field.

@@ -41,6 +41,10 @@ pub(crate) enum Command {
     Doctor,
     /// Remove containers left behind by a crashed run.
     Gc(GcArgs),
+    /// Serve the allowlisted commands as MCP tools on stdio (no free-form input at all).
+    Mcp(McpArgs),
+    /// Print the tool definitions `mcp` serves, for frameworks without MCP.
+    Tools(ToolsArgs),
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -61,6 +65,37 @@ pub(crate) struct RunArgs {
     /// Print the engine argv and exit without running anything.
     #[arg(long)]
     pub(crate) dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {
+    /// The config file (relative to CLAUDE_PROJECT_DIR when that is set and the file is there).
+    #[arg(long, env = "AGENTGUARD_CONFIG", default_value = "agentguard.toml")]
+    pub(crate) config: PathBuf,
+    /// At most this many runs at once (default: the core count); the rest wait within their timeout.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) max_concurrent: Option<u16>,
+}
+
+/// The formats of `agentguard tools`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum ToolsFormat {
+    /// `{"tools": [...]}`, as `tools/list` answers.
+    Mcp,
+    /// OpenAI function definitions with strict schemas.
+    Openai,
+    /// Anthropic tool definitions.
+    Anthropic,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ToolsArgs {
+    /// The config file.
+    #[arg(long, env = "AGENTGUARD_CONFIG", default_value = "agentguard.toml")]
+    pub(crate) config: PathBuf,
+    /// The format.
+    #[arg(long, value_enum, default_value = "mcp")]
+    pub(crate) format: ToolsFormat,
 }
 
 #[derive(Debug, Args)]

@@ -15,7 +15,7 @@ use serde::Deserialize;
 #[path = "config/egress.rs"]
 mod egress;
 
-pub(crate) use egress::{Commands, EgressTable, RELAY_ENV, runs_dir};
+pub(crate) use egress::{Commands, EgressTable, FetchTable, RELAY_ENV, runs_dir};
 
 /// The file could not be read or is not a valid configuration (a usage error).
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +94,7 @@ struct File {
     #[serde(default)]
     commands: BTreeMap<String, egress::CommandEntry>,
     egress: Option<EgressTable>,
+    fetch: Option<FetchTable>,
     audit: Option<AuditTable>,
 }
 
@@ -102,6 +103,8 @@ pub(crate) struct RunConfig {
     pub(crate) spec: ContainerSpec,
     /// Each command's network, allowlist and description, and the `[egress]` table.
     pub(crate) commands: Commands,
+    /// The `[fetch]` table (the MCP server's `fetch` tool), `ca_file` resolved.
+    pub(crate) fetch: Option<FetchTable>,
     pub(crate) audit: Option<AuditConfig>,
 }
 
@@ -202,9 +205,14 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
             path: path.to_owned(),
             message,
         })?;
+    let fetch = file.fetch.take().map(|mut fetch| {
+        fetch.ca_file = fetch.ca_file.as_deref().map(resolve);
+        fetch
+    });
     Ok(RunConfig {
         spec: settings(builder, file).build().map_err(in_file)?,
         commands,
+        fetch,
         audit,
     })
 }

@@ -113,6 +113,12 @@ fn code_of(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             _ => ERROR,
         });
     }
+    if let Some(e) = cause.downcast_ref::<agentguard_mcp::Error>() {
+        return Some(match e {
+            agentguard_mcp::Error::ToolName { .. } => USAGE,
+            _ => ERROR,
+        });
+    }
     if cause.is::<agentguard_policy::Error>() || cause.is::<crate::config::ConfigError>() {
         return Some(USAGE);
     }

@@ -12,6 +12,7 @@ mod exit;
 mod fetch;
 mod gc;
 mod logging;
+mod mcp;
 mod net_args;
 mod output;
 mod run;
@@ -47,6 +48,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Run(args) => run::run(&args),
         Command::Gc(args) => gc::run(&args),
         Command::Doctor => doctor::run(),
+        Command::Mcp(args) => mcp::run(&args),
+        Command::Tools(args) => mcp::tools(&args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "agentguard", &mut std::io::stdout());

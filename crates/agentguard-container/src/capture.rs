@@ -8,6 +8,8 @@
 //! run never hangs.
 
 use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -26,6 +28,36 @@ pub(crate) struct Plan {
     /// Copy the kept output to this process's stdout and stderr as it arrives.
     pub(crate) tee: bool,
 }
+
+/// Counts the bytes a run has written to stdout and stderr so far (kept or not), for
+/// progress reports while it runs. Clones share one count.
+#[derive(Debug, Clone, Default)]
+pub struct OutputMeter(Arc<AtomicU64>);
+
+impl OutputMeter {
+    /// A meter at zero.
+    pub fn new() -> OutputMeter {
+        OutputMeter::default()
+    }
+
+    /// The bytes seen so far.
+    pub fn bytes(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, n: usize) {
+        self.0.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// Two meters are equal when they share one count.
+impl PartialEq for OutputMeter {
+    fn eq(&self, other: &OutputMeter) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for OutputMeter {}
 
 /// Why agentguard stopped a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +86,7 @@ pub(crate) async fn capture<K>(
     mut stdout: Option<ChildStdout>,
     mut stderr: Option<ChildStderr>,
     plan: Plan,
+    meter: Option<&OutputMeter>,
     kill: K,
 ) -> Captured
 where
@@ -76,6 +109,7 @@ where
         tokio::select! {
             n = read_some(&mut stdout, &mut out_chunk), if stdout.is_some() => match n {
                 Some(n) => {
+                    meter.inspect(|m| m.add(n));
                     let other = captured.stderr.len();
                     captured.truncated |= keep(&mut captured.stdout, other, &out_chunk[..n], plan.cap, out_tee.as_mut().map(|w| w as &mut dyn Write));
                 }
@@ -83,6 +117,7 @@ where
             },
             n = read_some(&mut stderr, &mut err_chunk), if stderr.is_some() => match n {
                 Some(n) => {
+                    meter.inspect(|m| m.add(n));
                     let other = captured.stdout.len();
                     captured.truncated |= keep(&mut captured.stderr, other, &err_chunk[..n], plan.cap, err_tee.as_mut().map(|w| w as &mut dyn Write));
                 }

@@ -160,7 +160,11 @@ impl ContainerExecutor {
             tee: self.stream,
         };
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-        let captured = capture(stdout, stderr, plan, || self.spawn_kill(&identity.name)).await;
+        let meter = identity.meter.as_ref();
+        let captured = capture(stdout, stderr, plan, meter, || {
+            self.spawn_kill(&identity.name)
+        })
+        .await;
         if captured.hung {
             // The client kept its output open past the grace period: it is killed too.
             let _ = child.start_kill();

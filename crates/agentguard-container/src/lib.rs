@@ -27,6 +27,7 @@ pub use argv::{
     WORKSPACE_TARGET,
 };
 pub use builder::{ContainerSpecBuilder, check_mount_source};
+pub use capture::OutputMeter;
 pub use engine::{Engine, EngineKind, on_path};
 pub use error::{Error, Result, RunError};
 pub use executor::{ContainerExecutor, DEFAULT_DRAIN_GRACE};

@@ -114,6 +114,7 @@ pub(crate) fn identity(timeout: Duration) -> RunIdentity {
             (LABEL_DEADLINE.into(), deadline.as_secs().to_string()),
         ],
         relay: None,
+        meter: None,
     }
 }
 

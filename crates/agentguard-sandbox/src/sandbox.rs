@@ -39,7 +39,8 @@ pub struct Finished {
 #[derive(Debug, Clone)]
 enum Plan {
     None,
-    Egress(TargetPolicy),
+    /// The command's policy, and the host patterns it allows (for descriptions).
+    Egress(TargetPolicy, Vec<String>),
 }
 
 /// The allowlisted commands of one spec, each with its network (see the crate docs).
@@ -209,7 +210,10 @@ impl SandboxBuilder {
                     )));
                 }
                 Network::None => Plan::None,
-                Network::Egress => Plan::Egress(self.policy(name, own_allow)?),
+                Network::Egress => {
+                    let hosts = own_allow.unwrap_or(&self.allow).clone();
+                    Plan::Egress(self.policy(name, own_allow)?, hosts)
+                }
             };
             plans.insert(name.to_owned(), plan);
         }
@@ -275,8 +279,17 @@ impl Sandbox {
     pub fn network_of(&self, name: &str) -> Option<Network> {
         self.plans.get(name).map(|plan| match plan {
             Plan::None => Network::None,
-            Plan::Egress(_) => Network::Egress,
+            Plan::Egress(..) => Network::Egress,
         })
+    }
+
+    /// The host patterns the egress command `name` may reach, or `None` when it is not an
+    /// egress command.
+    pub fn egress_hosts(&self, name: &str) -> Option<&[String]> {
+        match self.plans.get(name) {
+            Some(Plan::Egress(_, hosts)) => Some(hosts),
+            _ => None,
+        }
     }
 
     /// The folder run folders are made in.
@@ -288,7 +301,7 @@ impl Sandbox {
     /// (`--dry-run`); creates nothing.
     pub fn invocation(&self, name: &str, identity: &RunIdentity) -> Result<Invocation, Denial> {
         let mut identity = identity.clone();
-        if let Some(Plan::Egress(_)) = self.plans.get(name) {
+        if let Some(Plan::Egress(..)) = self.plans.get(name) {
             let dir = self.runs_dir.join(&identity.name);
             identity.relay = Some(self.relay_at(&dir.join(RELAY_FILE), &dir.join(SOCKET_FILE)));
         }
@@ -316,7 +329,9 @@ impl Sandbox {
         let outcome = match self.plans.get(name) {
             // Not allowlisted, or no network: exactly the container run of today.
             None | Some(Plan::None) => self.executor.run_with(name, identity).await,
-            Some(Plan::Egress(policy)) => return self.run_egress(name, identity, policy).await,
+            Some(Plan::Egress(policy, _)) => {
+                return self.run_egress(name, identity, policy).await;
+            }
         };
         finish(outcome, None)
     }

@@ -44,6 +44,17 @@ const GRAPH: &[(&str, &[&str])] = &[
             "agentguard-egress",
         ],
     ),
+    // MCP: the only crate that names rmcp; it adapts the sandbox and the fetcher.
+    (
+        "agentguard-mcp",
+        &[
+            "agentguard-policy",
+            "agentguard-audit",
+            "agentguard-container",
+            "agentguard-netpin",
+            "agentguard-sandbox",
+        ],
+    ),
     ("agentguard-test-support", &[]),
     (
         "agentguard-e2e",
@@ -58,6 +69,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "agentguard-netpin",
             "agentguard-egress",
             "agentguard-sandbox",
+            "agentguard-mcp",
         ],
     ),
 ];

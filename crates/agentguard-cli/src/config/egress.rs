@@ -85,6 +85,48 @@ pub(crate) struct EgressTable {
     proxy_port: Option<u16>,
 }
 
+/// The `[fetch]` table: the `fetch` tool of `agentguard mcp`, a DNS-pinned GET with the same
+/// keys as `[egress]` (and `ca_file`, `max_bytes`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FetchTable {
+    pub(crate) allow: Vec<String>,
+    #[serde(default)]
+    pub(crate) allow_ports: Vec<u16>,
+    #[serde(default)]
+    pub(crate) allow_cidrs: Vec<String>,
+    #[serde(default)]
+    pub(crate) nameservers: Vec<String>,
+    /// Extra trusted roots (PEM), relative to the config file.
+    pub(crate) ca_file: Option<PathBuf>,
+    pub(crate) max_bytes: Option<u64>,
+}
+
+impl FetchTable {
+    /// The policy of the fetch tool.
+    pub(crate) fn policy(&self) -> anyhow::Result<agentguard_policy::TargetPolicy> {
+        let mut builder = agentguard_policy::TargetPolicy::builder();
+        for host in &self.allow {
+            builder = builder.allow(host);
+        }
+        for port in &self.allow_ports {
+            builder = builder.allow_port(*port);
+        }
+        for cidr in &self.allow_cidrs {
+            builder = builder.allow_cidr(parse_cidr(cidr).context("[fetch] allow_cidrs")?);
+        }
+        builder.build().context("[fetch] allow")
+    }
+
+    /// The nameservers, parsed.
+    pub(crate) fn nameservers(&self) -> anyhow::Result<Vec<std::net::SocketAddr>> {
+        self.nameservers
+            .iter()
+            .map(|s| DnsResolver::parse_nameserver(s).context("[fetch] nameservers"))
+            .collect()
+    }
+}
+
 /// What a run needs beyond the container spec: each command's network and allowlist, the
 /// shared `[egress]` settings, and the descriptions shown to agents.
 #[derive(Debug)]
@@ -130,10 +172,9 @@ impl Commands {
         Ok(out)
     }
 
-    /// The description of `name` given in its table, if any.
-    #[allow(dead_code)] // read by the MCP server
-    pub(crate) fn description(&self, name: &str) -> Option<&str> {
-        self.descriptions.get(name).map(String::as_str)
+    /// The descriptions given in `[commands.NAME]` tables.
+    pub(crate) fn descriptions(&self) -> &BTreeMap<String, String> {
+        &self.descriptions
     }
 
     /// The sandbox that runs `spec`'s commands with these networks. `AGENTGUARD_RELAY` and

@@ -1,0 +1,21 @@
+//! Why the server could not be set up or served.
+
+/// Why the server could not be set up or served.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A command name that cannot be a tool name.
+    #[error("command {name:?} cannot be an MCP tool: {why}")]
+    ToolName {
+        /// The name.
+        name: String,
+        /// Why.
+        why: String,
+    },
+    /// A generated definition that rmcp does not accept (a bug).
+    #[error("a tool definition is not valid: {0}")]
+    Definition(String),
+    /// The stdio transport failed.
+    #[error("serving MCP on stdio failed: {0}")]
+    Serve(String),
+}
