@@ -65,6 +65,12 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "The cost of `network = \"egress\"` (docker, default runtime, release binary): `agentguard run` of `true` in the busybox probe image with its own proxy and relay against the same command with `network = \"none\"`, alternating; and a 256 MiB download by a Python client inside the container through the relay and the run's proxy against the same client on the host through `agentguard egress-proxy`, each timing its data phase.",
     ),
     (
+        "mcp",
+        "agentguard-mcp",
+        "mcp_bench",
+        "MCP: a tool call of `true` (busybox probe image, docker) through a warm release `agentguard mcp`, from a JSON-RPC client in the benchmark, against `agentguard run` of the same command, alternating; and the server's start to its `tools/list` answer.",
+    ),
+    (
         "fetch",
         "agentguard-netpin",
         "fetch_bench",
@@ -137,6 +143,25 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
                 scratch.to_string_lossy().into_owned(),
                 crate::image::PROBE_IMAGE.into(),
                 crate::image::PYTEST_IMAGE.into(),
+                "15".into(),
+            ]
+        }
+        "mcp" => {
+            crate::image::ensure_probe_image("docker")?;
+            let dir = scratch.join("mcp");
+            std::fs::create_dir_all(&dir)?;
+            let config = dir.join("agentguard.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "image = \"{}\"\nengine = \"docker\"\n\n[commands]\nnoop = [\"true\"]\n",
+                    crate::image::PROBE_IMAGE
+                ),
+            )?;
+            let binary = release_binary()?;
+            vec![
+                binary.to_string_lossy().into_owned(),
+                config.to_string_lossy().into_owned(),
                 "15".into(),
             ]
         }

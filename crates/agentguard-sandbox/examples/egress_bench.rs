@@ -86,6 +86,9 @@ struct Bench {
     runs: std::path::PathBuf,
     start_config: std::path::PathBuf,
     download_config: std::path::PathBuf,
+    /// The same with `cpus` set to the machine's cores: without the default one-CPU quota,
+    /// which the client and the relay share inside the container.
+    download_all_cpus: std::path::PathBuf,
     target: String,
     dns: std::net::SocketAddr,
     port: u16,
@@ -112,17 +115,24 @@ impl Bench {
         )
         .expect("config");
         let target = format!("source.example.test:{port}");
-        let download_config = dir.join("download.toml");
-        std::fs::write(
-            &download_config,
-            format!("image = \"{pytest}\"\nengine = \"docker\"\nworkspace = \".\"\nnetwork = \"egress\"\ntimeout = 300\n\n[commands]\ndownload = [\"python3\", \"/workspace/client.py\", \"127.0.0.1\", \"3128\", \"{target}\"]\n\n{egress}"),
-        )
-        .expect("config");
+        let download = |name: &str, cpus: &str| {
+            let path = dir.join(name);
+            std::fs::write(
+                &path,
+                format!("image = \"{pytest}\"\nengine = \"docker\"\nworkspace = \".\"\nnetwork = \"egress\"\ntimeout = 300\n{cpus}\n[commands]\ndownload = [\"python3\", \"/workspace/client.py\", \"127.0.0.1\", \"3128\", \"{target}\"]\n\n{egress}"),
+            )
+            .expect("config");
+            path
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let download_config = download("download.toml", "");
+        let download_all_cpus = download("download-cpus.toml", &format!("cpus = {cores}\n"));
         Bench {
             binary: binary.to_owned(),
             runs,
             start_config,
             download_config,
+            download_all_cpus,
             target,
             dns: dns.addr(),
             port,
@@ -161,7 +171,7 @@ impl Bench {
 
     /// Median MiB/s of the host's client through `agentguard egress-proxy`, and of the client
     /// in the container through the relay, alternating.
-    fn throughput(&self, rounds: usize) -> (f64, f64) {
+    fn throughput(&self, rounds: usize) -> (f64, f64, f64) {
         let mut proxy = Command::new(&self.binary)
             .args([
                 "egress-proxy",
@@ -186,7 +196,7 @@ impl Bench {
             .expect("readiness line");
         let addr = line.trim().trim_start_matches("listening on ").to_owned();
         let (host, proxy_port) = addr.rsplit_once(':').expect("ip:port");
-        let (mut host_rates, mut inside_rates) = (Vec::new(), Vec::new());
+        let (mut host_rates, mut inside_rates, mut all_cpus) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
             let out = Command::new("python3")
                 .args(["-c", CLIENT, host, proxy_port, &self.target])
@@ -199,12 +209,13 @@ impl Bench {
             );
             host_rates.push(rate(&String::from_utf8_lossy(&out.stdout)));
             inside_rates.push(rate(&self.run(&self.download_config, "download").1));
+            all_cpus.push(rate(&self.run(&self.download_all_cpus, "download").1));
         }
         let _ = Command::new("kill")
             .args(["-TERM", &proxy.id().to_string()])
             .status();
         let _ = proxy.wait();
-        (median(host_rates), median(inside_rates))
+        (median(host_rates), median(inside_rates), median(all_cpus))
     }
 }
 
@@ -219,8 +230,8 @@ fn main() {
     dns.answer("source.example.test", &[SOURCE]);
     let bench = Bench::new(binary, scratch, probe, pytest, &dns);
     let (n, e) = bench.start_cost(rounds);
-    let downloads = rounds.min(5);
-    let (h, i) = bench.throughput(downloads);
+    let downloads = rounds;
+    let (h, i, a) = bench.throughput(downloads);
     println!(
         "| measurement | `network = \"none\"` or host (baseline) | `network = \"egress\"` | ratio |"
     );
@@ -232,8 +243,12 @@ fn main() {
         e / n
     );
     println!(
-        "| 256 MiB download, median throughput of the data phase | {h:.0} MiB/s (host client through `agentguard egress-proxy`) | {i:.0} MiB/s (client in the container, through the relay and the run's proxy) | {:.2} |",
+        "| 256 MiB download, median throughput of the data phase | {h:.0} MiB/s (host client through `agentguard egress-proxy`) | {i:.0} MiB/s (client in the container, through the relay and the run's proxy; default `cpus = 1`) | {:.2} |",
         i / h
+    );
+    println!(
+        "| the same, the container with `cpus` = the machine's cores | {h:.0} MiB/s | {a:.0} MiB/s | {:.2} |",
+        a / h
     );
     println!(
         "\n{rounds} alternating rounds of the start, {downloads} of the download; docker with its default runtime; the same Python client in both places."

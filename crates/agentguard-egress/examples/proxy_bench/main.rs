@@ -41,6 +41,8 @@ const SETUP_CONNECTIONS: usize = 2000;
 const SETUP_ROUNDS: usize = 3;
 
 /// A source on `port` (0 for a free one) that writes `bytes` to every connection, then closes.
+/// It reads (and drops) whatever the client sends, such as a ClientHello: closing with unread
+/// bytes would reset the connection instead of ending it.
 async fn source(bytes: u64, port: u16) -> SocketAddr {
     let listener = TcpListener::bind((SOURCE_IP, port))
         .await
@@ -48,8 +50,13 @@ async fn source(bytes: u64, port: u16) -> SocketAddr {
     let addr = listener.local_addr().expect("source address");
     tokio::spawn(async move {
         let data = vec![0x5au8; CHUNK];
-        while let Ok((mut stream, _)) = listener.accept().await {
+        while let Ok((stream, _)) = listener.accept().await {
             let data = data.clone();
+            let (mut from_client, mut stream) = stream.into_split();
+            tokio::spawn(async move {
+                let mut sink = vec![0u8; 16 * 1024];
+                while matches!(from_client.read(&mut sink).await, Ok(n) if n > 0) {}
+            });
             tokio::spawn(async move {
                 let mut left = bytes;
                 while left > 0 {
