@@ -115,9 +115,10 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
             }
             args
         }
-        "container" => {
+        "container" | "mcp" => {
+            // `noop` (`true` in the busybox probe image, docker), run 15 times each way.
             crate::image::ensure_probe_image("docker")?;
-            let dir = scratch.join("container");
+            let dir = scratch.join(name);
             std::fs::create_dir_all(&dir)?;
             let config = dir.join("agentguard.toml");
             std::fs::write(
@@ -146,25 +147,7 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
                 "15".into(),
             ]
         }
-        "mcp" => {
-            crate::image::ensure_probe_image("docker")?;
-            let dir = scratch.join("mcp");
-            std::fs::create_dir_all(&dir)?;
-            let config = dir.join("agentguard.toml");
-            std::fs::write(
-                &config,
-                format!(
-                    "image = \"{}\"\nengine = \"docker\"\n\n[commands]\nnoop = [\"true\"]\n",
-                    crate::image::PROBE_IMAGE
-                ),
-            )?;
-            let binary = release_binary()?;
-            vec![
-                binary.to_string_lossy().into_owned(),
-                config.to_string_lossy().into_owned(),
-                "15".into(),
-            ]
-        }
+
         "fetch" => {
             let binary = release_binary()?;
             vec![binary.to_string_lossy().into_owned(), "30".into()]

@@ -160,6 +160,8 @@ fn test_combo(combo: Combo, binary: &std::path::Path) -> Result<usize> {
         .env("AGENTGUARD_E2E_BINARY", binary)
         // The run folders of egress runs, so the leftover check can see them all.
         .env("AGENTGUARD_RUN_DIR", &runs)
+        // The independent MCP client (PyPI `mcp`), installed by setup.
+        .env("AGENTGUARD_E2E_MCP_PYTHON", setup::mcp_python())
         // Must never reach a container: the executor passes only a short list to the engine.
         .env("AGENTGUARD_E2E_CANARY", "leaked-from-host")
         .env("HTTP_PROXY", "http://127.0.0.1:9");

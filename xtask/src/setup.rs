@@ -27,6 +27,8 @@ const PACKAGES: &[(&str, &str)] = &[
     // Real clients for the egress proxy tests.
     ("curl", "/usr/bin/curl"),
     ("python3", "/usr/bin/python3"),
+    // The venv of the independent MCP client (PyPI `mcp`) of the e2e suite.
+    ("python3-venv", "/usr/lib/python3.11/ensurepip/__init__.py"),
     // Podman's image trust policy; without it every `podman import` fails.
     (
         "golang-github-containers-common",
@@ -51,6 +53,7 @@ pub(crate) fn run() -> Result<Engines> {
     println!("== setup: container engines");
     install_packages()?;
     ensure_cargo_fuzz()?;
+    ensure_mcp_venv()?;
     register_runsc_with_docker()?;
     start_dockerd()?;
     let engines = detect();
@@ -62,6 +65,45 @@ pub(crate) fn run() -> Result<Engines> {
         yes(engines.podman_runsc)
     );
     Ok(engines)
+}
+
+/// The Python MCP client of the e2e suite, pinned (MCP.md 4.2).
+pub(crate) const MCP_CLIENT: &str = "mcp==2.3.0";
+
+/// The venv's python, with [`MCP_CLIENT`] installed.
+pub(crate) fn mcp_python() -> std::path::PathBuf {
+    cmd::root().join("target/xtask/venv-mcp/bin/python")
+}
+
+/// Creates `target/xtask/venv-mcp` and installs the pinned `mcp` client from PyPI into it,
+/// unless that version is already there.
+fn ensure_mcp_venv() -> Result<()> {
+    let python = mcp_python();
+    let check = [
+        "-c",
+        "import importlib.metadata as m; assert m.version('mcp') == '2.3.0'",
+    ];
+    if python.exists() && cmd::succeeds(&python.to_string_lossy(), &check) {
+        println!("   python mcp client: present ({MCP_CLIENT})");
+        return Ok(());
+    }
+    let venv = cmd::root().join("target/xtask/venv-mcp");
+    println!(
+        "   python mcp client: creating {} with {MCP_CLIENT}",
+        venv.display()
+    );
+    cmd::run("python3", &["-m", "venv", &venv.to_string_lossy()])?;
+    cmd::run(
+        &python.to_string_lossy(),
+        &[
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            MCP_CLIENT,
+        ],
+    )
 }
 
 /// `cargo fuzz` with a nightly toolchain, for the fuzz targets CI builds and runs.

@@ -36,3 +36,20 @@ pub(crate) fn open(
     };
     Ok(AuditLog::open(path, options)?)
 }
+
+/// The log of a config's `[audit]` table, for runs (`run` and `mcp`): a run is rare and worth
+/// a sync, so fsync durability (docs/audit.md).
+pub(crate) fn for_runs(
+    audit: Option<&crate::config::AuditConfig>,
+) -> anyhow::Result<Option<std::sync::Arc<dyn agentguard_audit::AuditSink>>> {
+    let Some(audit) = audit else {
+        return Ok(None);
+    };
+    let log = open(
+        &audit.path,
+        Durability::Fsync,
+        "[audit] key_env",
+        audit.key_env.as_deref(),
+    )?;
+    Ok(Some(std::sync::Arc::new(log)))
+}

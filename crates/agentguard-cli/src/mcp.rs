@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentguard_audit::{AuditSink, Durability};
+use agentguard_audit::AuditSink;
 use agentguard_mcp::{FetchTool, Format, McpServer, ToolSet};
 use agentguard_netpin::{DEFAULT_MAX_BYTES, DnsResolver, Fetcher};
 use anyhow::Context;
@@ -75,15 +75,7 @@ fn setup(
 
 pub(crate) fn run(args: &McpArgs) -> anyhow::Result<u8> {
     let config = config::load(&config_path(&args.config))?;
-    let audit: Option<Arc<dyn AuditSink>> = match &config.audit {
-        Some(audit) => Some(Arc::new(audit_log::open(
-            &audit.path,
-            Durability::Fsync,
-            "[audit] key_env",
-            audit.key_env.as_deref(),
-        )?)),
-        None => None,
-    };
+    let audit = audit_log::for_runs(config.audit.as_ref())?;
     let progress = std::env::var(PROGRESS_ENV)
         .ok()
         .and_then(|ms| ms.parse::<u64>().ok())

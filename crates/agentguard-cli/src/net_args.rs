@@ -31,22 +31,17 @@ pub(crate) struct NetPolicyArgs {
 impl NetPolicyArgs {
     /// The hosts, ports and address overrides as one validated policy.
     pub(crate) fn policy(&self) -> anyhow::Result<TargetPolicy> {
-        let mut builder = TargetPolicy::builder();
-        for host in &self.allow {
-            builder = builder.allow(host);
-        }
-        for port in &self.allow_port {
-            builder = builder.allow_port(*port);
-        }
-        for cidr in &self.allow_cidr {
-            builder = builder.allow_cidr(parse_cidr(cidr).context("--allow-cidr")?);
-        }
         let context = if self.allow.is_empty() {
             "no --allow given"
         } else {
             "--allow"
         };
-        builder.build().context(context)
+        policy_from(
+            &self.allow,
+            &self.allow_port,
+            &self.allow_cidr,
+            ("--allow-cidr", context),
+        )
     }
 
     /// The resolver for `--nameserver IP:PORT...`, or `None` for the system configuration.
@@ -64,4 +59,26 @@ impl NetPolicyArgs {
         let resolver = DnsResolver::with_nameservers(&servers).context("--nameserver")?;
         Ok(Some(Arc::new(resolver)))
     }
+}
+
+/// One validated policy from lists of hosts, ports and CIDRs, as the flags and the config's
+/// `[fetch]` table give them; `names` are the words errors carry (the CIDR key, the hosts').
+pub(crate) fn policy_from(
+    hosts: &[String],
+    ports: &[u16],
+    cidrs: &[String],
+    names: (&str, &str),
+) -> anyhow::Result<TargetPolicy> {
+    let mut builder = TargetPolicy::builder();
+    for host in hosts {
+        builder = builder.allow(host);
+    }
+    for port in ports {
+        builder = builder.allow_port(*port);
+    }
+    for cidr in cidrs {
+        let net = parse_cidr(cidr).with_context(|| names.0.to_owned())?;
+        builder = builder.allow_cidr(net);
+    }
+    builder.build().with_context(|| names.1.to_owned())
 }

@@ -6,9 +6,7 @@
 //! `exit.rs`. SIGINT or SIGTERM stops the run's proxy, removes its folder, and kills the
 //! container by name before exiting.
 
-use std::sync::Arc;
-
-use agentguard_audit::{AuditSink, Decision, Durability, Event};
+use agentguard_audit::{AuditSink, Decision, Event};
 use agentguard_container::RunStatus;
 use agentguard_sandbox::{Error as SandboxError, Finished};
 use anyhow::Context;
@@ -37,16 +35,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         return Ok(exit::SUCCESS);
     }
     let image = config.spec.image().to_owned();
-    let audit: Option<Arc<dyn AuditSink>> = match &config.audit {
-        // A run is rare and worth a sync: fsync durability (docs/audit.md).
-        Some(audit) => Some(Arc::new(audit_log::open(
-            &audit.path,
-            Durability::Fsync,
-            "[audit] key_env",
-            audit.key_env.as_deref(),
-        )?)),
-        None => None,
-    };
+    let audit = audit_log::for_runs(config.audit.as_ref())?;
     let sandbox = config
         .commands
         .sandbox(config.spec, audit.clone(), !args.json)?;

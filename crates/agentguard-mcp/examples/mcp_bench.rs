@@ -45,7 +45,10 @@ impl Server {
         let needle = format!("\"id\":{id},");
         loop {
             let mut got = String::new();
-            assert!(self.stdout.read_line(&mut got).expect("read") > 0, "the server closed");
+            assert!(
+                self.stdout.read_line(&mut got).expect("read") > 0,
+                "the server closed"
+            );
             if got.contains(&needle) {
                 return got;
             }
@@ -54,8 +57,11 @@ impl Server {
 
     fn initialize(&mut self) {
         self.request(1, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#);
-        writeln!(self.stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#)
-            .expect("write");
+        writeln!(
+            self.stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .expect("write");
     }
 
     fn stop(mut self) {
@@ -71,7 +77,9 @@ fn median(mut xs: Vec<Duration>) -> Duration {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let binary = args.next().expect("usage: mcp_bench AGENTGUARD_BINARY CONFIG [ROUNDS]");
+    let binary = args
+        .next()
+        .expect("usage: mcp_bench AGENTGUARD_BINARY CONFIG [ROUNDS]");
     let config = args.next().expect("CONFIG");
     let rounds: usize = args.next().and_then(|r| r.parse().ok()).unwrap_or(15);
 
@@ -83,10 +91,15 @@ fn main() {
         let start = Instant::now();
         let answer = server.request(
             id,
-            &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"noop"}}}}"#),
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"noop"}}}}"#
+            ),
         );
         over_mcp.push(start.elapsed());
-        assert!(answer.contains(r#"\"status\":\"exited\""#) && answer.contains(r#""isError":false"#), "{answer}");
+        assert!(
+            answer.contains(r#"\"status\":\"exited\""#) && answer.contains(r#""isError":false"#),
+            "{answer}"
+        );
         let start = Instant::now();
         let status = Command::new(&binary)
             .args(["run", "--config", &config, "noop"])
@@ -113,7 +126,10 @@ fn main() {
     let (m, r, l) = (median(over_mcp), median(run), median(listed));
     println!("| measurement | median | ratio |");
     println!("| --- | ---: | ---: |");
-    println!("| `agentguard run` of `true` (baseline) | {:.0} ms | 1.00 |", r.as_secs_f64() * 1e3);
+    println!(
+        "| `agentguard run` of `true` (baseline) | {:.0} ms | 1.00 |",
+        r.as_secs_f64() * 1e3
+    );
     println!(
         "| the same command as an MCP tool call, server warm | {:.0} ms | {:.3} |",
         m.as_secs_f64() * 1e3,
@@ -123,5 +139,7 @@ fn main() {
         "| `agentguard mcp` start to its `tools/list` answer | {:.1} ms | |",
         l.as_secs_f64() * 1e3
     );
-    println!("\n{rounds} alternating rounds of the call; {rounds} server starts; docker with its default runtime, the busybox probe image.");
+    println!(
+        "\n{rounds} alternating rounds of the call; {rounds} server starts; docker with its default runtime, the busybox probe image."
+    );
 }

@@ -105,17 +105,12 @@ pub(crate) struct FetchTable {
 impl FetchTable {
     /// The policy of the fetch tool.
     pub(crate) fn policy(&self) -> anyhow::Result<agentguard_policy::TargetPolicy> {
-        let mut builder = agentguard_policy::TargetPolicy::builder();
-        for host in &self.allow {
-            builder = builder.allow(host);
-        }
-        for port in &self.allow_ports {
-            builder = builder.allow_port(*port);
-        }
-        for cidr in &self.allow_cidrs {
-            builder = builder.allow_cidr(parse_cidr(cidr).context("[fetch] allow_cidrs")?);
-        }
-        builder.build().context("[fetch] allow")
+        crate::net_args::policy_from(
+            &self.allow,
+            &self.allow_ports,
+            &self.allow_cidrs,
+            ("[fetch] allow_cidrs", "[fetch] allow"),
+        )
     }
 
     /// The nameservers, parsed.

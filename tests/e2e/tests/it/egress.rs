@@ -21,22 +21,22 @@ use crate::combo_or_skip;
 /// The egress probe, run with python3 in the pytest image.
 const EGRESS_PROBE: &str = include_str!("../../egress_probe.py");
 const UPSTREAM: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
-const ALLOWED: &str = "pkgs.example.test";
+pub(crate) const ALLOWED: &str = "pkgs.example.test";
 const OFFLIST: &str = "evil.example.test";
 
 /// A key the probe prints, a judge of its value, and what is wanted.
 type Check = (&'static str, Box<dyn Fn(&str) -> bool>, String);
 
 /// The host side: DNS, the TLS upstream (with a package index), the workspace and config.
-struct World {
-    combo: Combo,
+pub(crate) struct World {
+    pub(crate) combo: Combo,
     dns: FakeDns,
-    upstream: TlsUpstream,
-    dir: Folder,
+    pub(crate) upstream: TlsUpstream,
+    pub(crate) dir: Folder,
 }
 
 impl World {
-    async fn start(combo: Combo, what: &str) -> Result<World> {
+    pub(crate) async fn start(combo: Combo, what: &str) -> Result<World> {
         let ca = TestCa::new("agentguard e2e CA");
         let dir = Folder::new(&combo.unique(what), (65534, 65534))?;
         let files = index_files(build_wheel(&dir.join(WHEEL_NAME))?);
@@ -57,7 +57,7 @@ impl World {
 
     /// Writes `agentguard.toml` beside the workspace (the folder itself): `image`, `rest`
     /// (top-level keys first, then its tables), and the `[egress]` and `[audit]` tables.
-    fn config(&self, image: &str, rest: &str) -> Result<PathBuf> {
+    pub(crate) fn config(&self, image: &str, rest: &str) -> Result<PathBuf> {
         let path = self.dir.0.with_extension("toml");
         let port = self.upstream.addr().port();
         std::fs::write(
@@ -88,7 +88,7 @@ impl World {
     }
 
     /// The audit log's records, after checking that it verifies.
-    fn audit(&self) -> Result<Vec<serde_json::Value>> {
+    pub(crate) fn audit(&self) -> Result<Vec<serde_json::Value>> {
         let verify = Command::new(&self.combo.binary)
             .args(["audit", "verify"])
             .arg(self.audit_path())

@@ -7,6 +7,7 @@ mod binary;
 mod egress;
 mod inside;
 mod limits;
+mod mcp;
 
 /// The combination under test, or return `Ok(())` from the test after a SKIPPED line.
 macro_rules! combo_or_skip {

@@ -1,0 +1,108 @@
+//! `agentguard mcp` on real engines, through an independent client: the Python SDK (`mcp`
+//! from PyPI, pinned, in the venv `cargo xtask setup` makes) in the legacy and the stateless
+//! era calls the pytest example's tool against the debootstrap image, and a `network =
+//! "egress"` tool that installs a package through its proxy.
+
+use std::process::Command;
+
+use anyhow::{Context, Result, ensure};
+use serde_json::Value;
+
+use crate::combo_or_skip;
+use crate::egress::{ALLOWED, World};
+
+/// The client script.
+const CLIENT: &str = include_str!("../../mcp_client.py");
+/// The venv's python, set by `cargo xtask e2e`.
+const ENV_PYTHON: &str = "AGENTGUARD_E2E_MCP_PYTHON";
+
+/// Runs the client in `mode` against `config` and returns what it saw.
+fn client(world: &World, config: &std::path::Path, mode: &str, tool: &str) -> Result<Value> {
+    let python = std::env::var(ENV_PYTHON)
+        .with_context(|| format!("{ENV_PYTHON} is not set (run `cargo xtask e2e`)"))?;
+    let script = world.dir.0.with_extension("mcp_client.py");
+    std::fs::write(&script, CLIENT)?;
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(&world.combo.binary)
+        .arg(config)
+        .args([mode, tool])
+        .output()
+        .context("running the Python MCP client")?;
+    let _ = std::fs::remove_file(&script);
+    ensure!(
+        out.status.success(),
+        "the Python client failed ({mode}): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or_default())
+        .with_context(|| format!("the client's line: {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_mcp_client_sees_the_pytest_example_in_both_eras() -> Result<()> {
+    let combo = combo_or_skip!("the_python_mcp_client_sees_the_pytest_example_in_both_eras");
+    let world = World::start(combo.clone(), "mcp-pytest").await?;
+    std::fs::write(
+        world.dir.join("test_example.py"),
+        "def test_passes():\n    assert 1 + 1 == 2\n\n\ndef test_fails():\n    assert 1 + 1 == 3\n",
+    )?;
+    let config = world.config(
+        &combo.pytest_image,
+        "network = \"none\"\ntimeout = 120\n\n[commands.run_tests]\nargv = [\"python3\", \"-m\", \"pytest\", \"-q\", \"-p\", \"no:cacheprovider\"]\ndescription = \"Run the test suite\"\n",
+    )?;
+    for mode in ["legacy", "2026-07-28"] {
+        let seen = tokio::task::block_in_place(|| client(&world, &config, mode, "run_tests"))?;
+        let result = &seen["structured"];
+        let stdout = result["stdout"].as_str().unwrap_or_default();
+        println!(
+            "{}: over MCP ({mode}), pytest in the container said: {}",
+            combo.label(),
+            stdout.lines().last().unwrap_or_default()
+        );
+        ensure!(
+            seen["tools"] == serde_json::json!(["run_tests"])
+                && seen["is_error"] == false
+                && result["status"] == "exited"
+                && result["exit_code"] == 1
+                && stdout.contains("1 failed, 1 passed")
+                && seen["text"]
+                    .as_str()
+                    .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                    .as_ref()
+                    == Some(result),
+            "{mode}: {seen}"
+        );
+    }
+    let calls = world
+        .audit()?
+        .into_iter()
+        .filter(|e| e["kind"] == "mcp_call")
+        .count();
+    ensure!(calls == 2, "two mcp_call events, got {calls}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_egress_tool_installs_through_its_proxy_over_mcp() -> Result<()> {
+    let combo = combo_or_skip!("an_egress_tool_installs_through_its_proxy_over_mcp");
+    let world = World::start(combo.clone(), "mcp-pip").await?;
+    let port = world.upstream.addr().port();
+    let config = world.config(
+        &combo.pytest_image,
+        &format!(
+            "workspace_mode = \"rw\"\ntimeout = 180\n\n[commands.install]\nargv = [\"python3\", \"-m\", \"pip\", \"install\", \"--no-cache-dir\", \"--disable-pip-version-check\", \"--target\", \"/workspace/.deps\", \"--index-url\", \"https://{ALLOWED}:{port}/simple/\", \"--cert\", \"/workspace/ca.pem\", \"agprobe\"]\n"
+        ),
+    )?;
+    let seen = tokio::task::block_in_place(|| client(&world, &config, "auto", "install"))?;
+    let result = &seen["structured"];
+    ensure!(
+        seen["is_error"] == false
+            && result["exit_code"] == 0
+            && result["egress"]["allowed"] == 2
+            && world.dir.join(".deps/agprobe/__init__.py").exists(),
+        "{seen}"
+    );
+    Ok(())
+}
