@@ -15,7 +15,7 @@ use serde::Deserialize;
 #[path = "config/egress.rs"]
 mod egress;
 
-pub(crate) use egress::{Commands, EgressTable, FetchTable, RELAY_ENV, runs_dir};
+pub(crate) use egress::{Commands, EgressTable, FetchTable, RELAY_ENV, policy_from, runs_dir};
 
 /// The file could not be read or is not a valid configuration (a usage error).
 #[derive(Debug, thiserror::Error)]

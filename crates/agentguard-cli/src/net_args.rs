@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use agentguard_netpin::{DnsResolver, Resolve};
-use agentguard_policy::{TargetPolicy, parse_cidr};
+use agentguard_policy::TargetPolicy;
 use anyhow::Context;
 use clap::Args;
 
@@ -36,7 +36,7 @@ impl NetPolicyArgs {
         } else {
             "--allow"
         };
-        policy_from(
+        crate::config::policy_from(
             &self.allow,
             &self.allow_port,
             &self.allow_cidr,
@@ -59,26 +59,4 @@ impl NetPolicyArgs {
         let resolver = DnsResolver::with_nameservers(&servers).context("--nameserver")?;
         Ok(Some(Arc::new(resolver)))
     }
-}
-
-/// One validated policy from lists of hosts, ports and CIDRs, as the flags and the config's
-/// `[fetch]` table give them; `names` are the words errors carry (the CIDR key, the hosts').
-pub(crate) fn policy_from(
-    hosts: &[String],
-    ports: &[u16],
-    cidrs: &[String],
-    names: (&str, &str),
-) -> anyhow::Result<TargetPolicy> {
-    let mut builder = TargetPolicy::builder();
-    for host in hosts {
-        builder = builder.allow(host);
-    }
-    for port in ports {
-        builder = builder.allow_port(*port);
-    }
-    for cidr in cidrs {
-        let net = parse_cidr(cidr).with_context(|| names.0.to_owned())?;
-        builder = builder.allow_cidr(net);
-    }
-    builder.build().with_context(|| names.1.to_owned())
 }

@@ -158,6 +158,36 @@ impl ContainerSpec {
     pub fn commands(&self) -> &CommandAllowlist {
         &self.commands
     }
+
+    /// The memory limit (also the swap limit: no swap).
+    pub fn memory(&self) -> ByteSize {
+        self.memory
+    }
+
+    /// The CPU limit.
+    pub fn cpus(&self) -> Cpus {
+        self.cpus
+    }
+
+    /// The process limit.
+    pub fn pids(&self) -> u32 {
+        self.pids
+    }
+
+    /// The size of the noexec `/tmp`.
+    pub fn tmpfs_size(&self) -> ByteSize {
+        self.tmpfs_size
+    }
+
+    /// The configured environment.
+    pub fn environment(&self) -> &BTreeMap<String, String> {
+        &self.environment
+    }
+
+    /// Whether bare tags are refused.
+    pub fn require_digest(&self) -> bool {
+        self.require_digest
+    }
 }
 
 pub(crate) fn image_pin(image: &str) -> ImagePin {

@@ -112,6 +112,13 @@ impl Cpus {
     }
 }
 
+impl Cpus {
+    /// The limit in thousandths of a CPU (Kubernetes' `m`), rounded up.
+    pub const fn millicores(self) -> u64 {
+        self.0.div_ceil(Cpus::SCALE / 1000)
+    }
+}
+
 impl fmt::Display for Cpus {
     /// `1`, `0.5`, `1.25`: no trailing zeros.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use agentguard_audit::AuditSink;
 use agentguard_container::ContainerSpec;
 use agentguard_netpin::DnsResolver;
-use agentguard_policy::parse_cidr;
+use agentguard_policy::{TargetPolicy, parse_cidr};
 use agentguard_sandbox::relay::RelayProgram;
 use agentguard_sandbox::{Network, Sandbox};
 use anyhow::Context;
@@ -104,8 +104,8 @@ pub(crate) struct FetchTable {
 
 impl FetchTable {
     /// The policy of the fetch tool.
-    pub(crate) fn policy(&self) -> anyhow::Result<agentguard_policy::TargetPolicy> {
-        crate::net_args::policy_from(
+    pub(crate) fn policy(&self) -> anyhow::Result<TargetPolicy> {
+        policy_from(
             &self.allow,
             &self.allow_ports,
             &self.allow_cidrs,
@@ -221,4 +221,26 @@ pub(crate) fn runs_dir() -> PathBuf {
     std::env::var_os(RUN_DIR_ENV)
         .filter(|p| !p.is_empty())
         .map_or_else(agentguard_sandbox::run_dir::default_runs_dir, PathBuf::from)
+}
+
+/// One validated policy from lists of hosts, ports and CIDRs, as the flags and the config's
+/// `[fetch]` table give them; `names` are the words errors carry (the CIDR key, the hosts').
+pub(crate) fn policy_from(
+    hosts: &[String],
+    ports: &[u16],
+    cidrs: &[String],
+    names: (&str, &str),
+) -> anyhow::Result<TargetPolicy> {
+    let mut builder = TargetPolicy::builder();
+    for host in hosts {
+        builder = builder.allow(host);
+    }
+    for port in ports {
+        builder = builder.allow_port(*port);
+    }
+    for cidr in cidrs {
+        let net = parse_cidr(cidr).with_context(|| names.0.to_owned())?;
+        builder = builder.allow_cidr(net);
+    }
+    builder.build().with_context(|| names.1.to_owned())
 }
