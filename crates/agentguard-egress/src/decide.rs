@@ -13,7 +13,7 @@ use agentguard_policy::{Authority, Reason};
 
 use crate::connection::Shared;
 use crate::head::parse_head;
-use crate::limits::out_of_descriptors;
+use crate::limits::{descriptors_exhausted, out_of_descriptors};
 use crate::response::{Refusal, RefusalKind};
 
 /// A CONNECT the policy allows: what to dial and what to record.
@@ -121,7 +121,9 @@ fn pin_refusal(name: &str, error: &PinError) -> Refusal {
             RefusalKind::TooManyAnswers,
             format!("{name} resolved to more than {limit} addresses"),
         ),
-        _ if out_of_descriptors(error) => out_of_fds("resolving the name"),
+        PinError::Dns { .. } if out_of_descriptors(error) || descriptors_exhausted() => {
+            out_of_fds("resolving the name")
+        }
         _ => Refusal::new(
             RefusalKind::DnsFailure,
             format!("the DNS lookup of {name} failed"),

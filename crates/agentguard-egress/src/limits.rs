@@ -72,6 +72,16 @@ impl Spare {
     }
 }
 
+/// True when the process cannot open a descriptor right now (EMFILE or ENFILE). The resolver
+/// does not keep the cause when its socket cannot be opened (it reports "no connections
+/// available"), so a lookup that failed is checked against this, to say what was wrong.
+pub(crate) fn descriptors_exhausted() -> bool {
+    match std::fs::File::open("/dev/null") {
+        Ok(_) => false,
+        Err(e) => out_of_descriptors(&e),
+    }
+}
+
 /// True when a client waits in the listener's accept queue (a poll with no wait).
 pub(crate) fn pending(listener: &impl std::os::fd::AsFd) -> bool {
     let mut fds = [rustix::event::PollFd::new(
