@@ -6,7 +6,7 @@
 
 use anyhow::Result;
 
-use crate::{cmd, e2e, fuzz, setup};
+use crate::{cmd, e2e, fuzz, k8s, setup};
 
 pub(crate) fn run() -> Result<()> {
     setup::run()?;
@@ -27,6 +27,7 @@ pub(crate) fn run() -> Result<()> {
     )?;
     println!("== ci: workspace tests");
     cmd::run("cargo", &["test", "--workspace", "--locked"])?;
+    k8s::run()?;
     fuzz::run(&["--seconds".to_owned(), "30".to_owned()])?;
     e2e::run(&["--require".to_owned(), "docker,podman,runsc".to_owned()])?;
     println!("== ci: all checks passed");

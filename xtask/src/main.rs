@@ -12,6 +12,7 @@ mod demo_egress;
 mod e2e;
 mod fuzz;
 mod image;
+mod k8s;
 mod setup;
 mod tidy;
 
@@ -24,15 +25,18 @@ tasks:
   setup                         install and start what the tests need (Debian, as root)
   e2e [--require LIST]          hardened containers on every engine found; LIST is a comma
                                 list of docker,podman,runsc that must not be skipped
-  ci                            fmt check, clippy -D warnings, workspace tests, tidy, then
-                                e2e --require docker,podman,runsc (runs setup first)
+  ci                            fmt check, clippy -D warnings, workspace tests, tidy, the
+                                k8s goldens, 30 s of each fuzz target, then e2e --require
+                                docker,podman,runsc (runs setup first)
   demo                          set up, then show the isolation layers working on this machine
   tidy                          repository hygiene checks (also run by `cargo test`)
   fuzz [--seconds N] [TARGET...] build the cargo-fuzz targets (nightly) and run each N s
+  k8s-validate                  the Kubernetes goldens through kubernetes-validate and checkov
   bench [NAME...]               benchmarks against their baselines, written to
                                 docs/PERFORMANCE.md (NAME: audit, tunnel,
                                 connect, tunnel-tls, connect-tls, idle,
-                                container, fetch); AGENTGUARD_BENCH_BEFORE=BINARY
+                                container, egress, mcp, fetch);
+                                AGENTGUARD_BENCH_BEFORE=BINARY
                                 adds an earlier binary to the proxy benchmarks";
 
 fn main() -> ExitCode {
@@ -44,6 +48,7 @@ fn main() -> ExitCode {
         Some("demo") => demo::run(),
         Some("tidy") => tidy::run(),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("k8s-validate") => k8s::run(),
         Some("bench") => bench::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

@@ -53,7 +53,8 @@ pub(crate) fn run() -> Result<Engines> {
     println!("== setup: container engines");
     install_packages()?;
     ensure_cargo_fuzz()?;
-    ensure_mcp_venv()?;
+    MCP_VENV.ensure()?;
+    K8S_VENV.ensure()?;
     register_runsc_with_docker()?;
     start_dockerd()?;
     let engines = detect();
@@ -67,43 +68,83 @@ pub(crate) fn run() -> Result<Engines> {
     Ok(engines)
 }
 
-/// The Python MCP client of the e2e suite, pinned (MCP.md 4.2).
-pub(crate) const MCP_CLIENT: &str = "mcp==2.3.0";
-
-/// The venv's python, with [`MCP_CLIENT`] installed.
-pub(crate) fn mcp_python() -> std::path::PathBuf {
-    cmd::root().join("target/xtask/venv-mcp/bin/python")
+/// A venv under `target/xtask/` with pinned PyPI packages: what the tests drive.
+pub(crate) struct Venv {
+    /// The folder name under `target/xtask/`.
+    name: &'static str,
+    /// `name==version` requirements.
+    packages: &'static [&'static str],
+    /// What the set-up line calls it.
+    what: &'static str,
 }
 
-/// Creates `target/xtask/venv-mcp` and installs the pinned `mcp` client from PyPI into it,
-/// unless that version is already there.
-fn ensure_mcp_venv() -> Result<()> {
-    let python = mcp_python();
-    let check = [
-        "-c",
-        "import importlib.metadata as m; assert m.version('mcp') == '2.3.0'",
-    ];
-    if python.exists() && cmd::succeeds(&python.to_string_lossy(), &check) {
-        println!("   python mcp client: present ({MCP_CLIENT})");
-        return Ok(());
+/// The Python MCP client of the e2e suite (MCP.md 4.2).
+pub(crate) const MCP_VENV: Venv = Venv {
+    name: "venv-mcp",
+    packages: &["mcp==2.3.0"],
+    what: "python mcp client",
+};
+
+/// The manifest validators of the Kubernetes goldens (KUBERNETES.md section 4), and the API
+/// emulator of the kubectl executor's tests.
+pub(crate) const K8S_VENV: Venv = Venv {
+    name: "venv-k8s",
+    packages: &[
+        "kubernetes-validate==1.37.0",
+        "checkov==3.3.30",
+        "kmock==0.8",
+    ],
+    what: "kubernetes tools",
+};
+
+impl Venv {
+    /// The venv's folder.
+    pub(crate) fn dir(&self) -> std::path::PathBuf {
+        cmd::root().join("target/xtask").join(self.name)
     }
-    let venv = cmd::root().join("target/xtask/venv-mcp");
-    println!(
-        "   python mcp client: creating {} with {MCP_CLIENT}",
-        venv.display()
-    );
-    cmd::run("python3", &["-m", "venv", &venv.to_string_lossy()])?;
-    cmd::run(
-        &python.to_string_lossy(),
-        &[
+
+    /// A program in the venv's `bin/`.
+    pub(crate) fn bin(&self, program: &str) -> std::path::PathBuf {
+        self.dir().join("bin").join(program)
+    }
+
+    /// Creates the venv and installs the packages unless those versions are there.
+    pub(crate) fn ensure(&self) -> Result<()> {
+        let python = self.bin("python");
+        let checks: Vec<String> = self
+            .packages
+            .iter()
+            .filter_map(|p| p.split_once("=="))
+            .map(|(name, version)| format!("assert m.version({name:?}) == {version:?}"))
+            .collect();
+        let check = format!("import importlib.metadata as m; {}", checks.join("; "));
+        if python.exists() && cmd::succeeds(&python.to_string_lossy(), &["-c", &check]) {
+            println!("   {}: present ({})", self.what, self.packages.join(", "));
+            return Ok(());
+        }
+        let dir = self.dir();
+        println!(
+            "   {}: creating {} with {}",
+            self.what,
+            dir.display(),
+            self.packages.join(", ")
+        );
+        cmd::run("python3", &["-m", "venv", &dir.to_string_lossy()])?;
+        let mut args = vec![
             "-m",
             "pip",
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            MCP_CLIENT,
-        ],
-    )
+        ];
+        args.extend(self.packages.iter().copied());
+        cmd::run(&python.to_string_lossy(), &args)
+    }
+}
+
+/// The venv's python with the MCP client.
+pub(crate) fn mcp_python() -> std::path::PathBuf {
+    MCP_VENV.bin("python")
 }
 
 /// `cargo fuzz` with a nightly toolchain, for the fuzz targets CI builds and runs.

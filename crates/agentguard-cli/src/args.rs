@@ -45,6 +45,9 @@ pub(crate) enum Command {
     Mcp(McpArgs),
     /// Print the tool definitions `mcp` serves, for frameworks without MCP.
     Tools(ToolsArgs),
+    /// Kubernetes (`engine = "kubernetes"`).
+    #[command(subcommand)]
+    K8s(K8sCommand),
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -65,6 +68,22 @@ pub(crate) struct RunArgs {
     /// Print the engine argv and exit without running anything.
     #[arg(long)]
     pub(crate) dry_run: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum K8sCommand {
+    /// Print, as YAML documents, what a run of NAME would apply: the Job, its NetworkPolicy,
+    /// and for `network = "egress"` the proxy's Deployment, Service and NetworkPolicy.
+    Manifests(K8sManifestsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct K8sManifestsArgs {
+    /// The config file (with engine = "kubernetes" and a [kubernetes] table).
+    #[arg(long, env = "AGENTGUARD_CONFIG", default_value = "agentguard.toml")]
+    pub(crate) config: PathBuf,
+    /// The allowlisted command name.
+    pub(crate) name: String,
 }
 
 #[derive(Debug, Args)]

@@ -14,8 +14,11 @@ use serde::Deserialize;
 
 #[path = "config/egress.rs"]
 mod egress;
+#[path = "config/kubernetes.rs"]
+mod kubernetes;
 
 pub(crate) use egress::{Commands, EgressTable, FetchTable, RELAY_ENV, policy_from, runs_dir};
+pub(crate) use kubernetes::KubernetesConfig;
 
 /// The file could not be read or is not a valid configuration (a usage error).
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +98,7 @@ struct File {
     commands: BTreeMap<String, egress::CommandEntry>,
     egress: Option<EgressTable>,
     fetch: Option<FetchTable>,
+    kubernetes: Option<kubernetes::KubernetesTable>,
     audit: Option<AuditTable>,
 }
 
@@ -105,7 +109,26 @@ pub(crate) struct RunConfig {
     pub(crate) commands: Commands,
     /// The `[fetch]` table (the MCP server's `fetch` tool), `ca_file` resolved.
     pub(crate) fetch: Option<FetchTable>,
+    /// `engine = "kubernetes"`: the checked `[kubernetes]` table (and the spec's engine is
+    /// unused).
+    pub(crate) kubernetes: Option<KubernetesConfig>,
+    /// `workspace_mode = "rw"` for the Kubernetes workspace claim.
+    pub(crate) workspace_rw: bool,
     pub(crate) audit: Option<AuditConfig>,
+}
+
+impl RunConfig {
+    /// Refuses a Kubernetes config for `what` (a local run or server): runs on a cluster go
+    /// through kubectl, never through the local engine the spec names.
+    pub(crate) fn local_only(&self, what: &str) -> anyhow::Result<()> {
+        if self.kubernetes.is_some() {
+            return Err(ConfigError::Invalid(format!(
+                "engine = \"kubernetes\": {what} does not run commands on a cluster yet (the kubectl executor is not in this build); `agentguard k8s manifests` prints what a run would apply. Nothing was started."
+            ))
+            .into());
+        }
+        Ok(())
+    }
 }
 
 /// The `[audit]` table: where runs are recorded, and the variable holding the HMAC key.
@@ -148,24 +171,36 @@ pub(crate) fn load(path: &Path) -> anyhow::Result<RunConfig> {
 }
 
 /// The configuration in `text`, read from `path` (relative paths are relative to it).
-pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
-    let mut file = parse(text, path)?;
-    let base = path
+/// `p` as written in the config file at `config`: relative paths are relative to the file.
+fn relative_to(config: &Path, p: &Path) -> PathBuf {
+    let base = config
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let resolve = |p: &Path| {
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            base.join(p)
-        }
-    };
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
+    let mut file = parse(text, path)?;
+    let resolve = |p: &Path| relative_to(path, p);
     let in_file = |source| ConfigError::Spec {
         path: path.to_owned(),
         source,
     };
+    let parse_error = |message: String| ConfigError::Parse {
+        path: path.to_owned(),
+        message,
+    };
+    let on_cluster = file.engine.as_deref() == Some(kubernetes::ENGINE);
+    let kubernetes =
+        kubernetes::from_file(on_cluster, file.kubernetes.take()).map_err(parse_error)?;
     let engine = match &file.engine {
+        // On a cluster the engine CLI is kubectl; the spec's engine is never used.
+        Some(_) if on_cluster => Engine::of_kind(agentguard_container::EngineKind::Docker),
         Some(e) => Engine::parse(e).map_err(in_file)?,
         None => Engine::detect()?,
     };
@@ -173,6 +208,10 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         Some(m) => WorkspaceMode::parse(m).map_err(in_file)?,
         None => WorkspaceMode::ReadOnly,
     };
+    let claim = kubernetes
+        .as_ref()
+        .is_some_and(|k| k.settings.workspace_claim.is_some());
+    let workspace_rw = claim && mode == WorkspaceMode::ReadWrite;
     let mut builder = ContainerSpec::builder(&file.image).engine(engine);
     match (&file.workspace, mode) {
         (Some(ws), _) => {
@@ -185,6 +224,7 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
                 (None, None) => {}
             }
         }
+        (None, WorkspaceMode::ReadWrite) if claim => {}
         (None, WorkspaceMode::ReadWrite) => {
             return Err(
                 ConfigError::Invalid("workspace_mode = \"rw\" needs a `workspace`".into()).into(),
@@ -213,6 +253,8 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         spec: settings(builder, file).build().map_err(in_file)?,
         commands,
         fetch,
+        kubernetes,
+        workspace_rw,
         audit,
     })
 }

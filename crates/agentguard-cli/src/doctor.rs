@@ -18,6 +18,11 @@ pub(crate) fn run() -> anyhow::Result<u8> {
         .map_or_else(|| PathBuf::from("agentguard.toml"), PathBuf::from);
     if path.exists() {
         match config::load(&path) {
+            Ok(config) if config.kubernetes.is_some() => findings.push(Finding {
+                level: Level::Warn,
+                what: format!("{}: engine = \"kubernetes\": the cluster checks (kubectl, RuntimeClass, Pod Security, a NetworkPolicy canary) are not in this build, and no local trial run is made for a cluster config", path.display()),
+                fix: "review `agentguard k8s manifests` and docs/kubernetes.md".into(),
+            }),
             Ok(config) => findings.push(runtime.block_on(doctor::trial_run(&config.spec))),
             Err(e) => findings.push(Finding {
                 level: Level::Fail,

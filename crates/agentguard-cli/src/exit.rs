@@ -113,6 +113,12 @@ fn code_of(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             _ => ERROR,
         });
     }
+    if let Some(e) = cause.downcast_ref::<agentguard_k8s::Error>() {
+        return Some(match e {
+            agentguard_k8s::Error::Invalid { .. } | agentguard_k8s::Error::Unsupported(_) => USAGE,
+            _ => ERROR,
+        });
+    }
     if let Some(e) = cause.downcast_ref::<agentguard_mcp::Error>() {
         return Some(match e {
             agentguard_mcp::Error::ToolName { .. } => USAGE,

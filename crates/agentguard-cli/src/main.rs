@@ -11,6 +11,7 @@ mod egress;
 mod exit;
 mod fetch;
 mod gc;
+mod k8s;
 mod logging;
 mod mcp;
 mod net_args;
@@ -50,6 +51,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Doctor => doctor::run(),
         Command::Mcp(args) => mcp::run(&args),
         Command::Tools(args) => mcp::tools(&args),
+        Command::K8s(command) => k8s::run(&command),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "agentguard", &mut std::io::stdout());

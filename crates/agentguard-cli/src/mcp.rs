@@ -75,6 +75,7 @@ fn setup(
 
 pub(crate) fn run(args: &McpArgs) -> anyhow::Result<u8> {
     let config = config::load(&config_path(&args.config))?;
+    config.local_only("agentguard mcp")?;
     let audit = audit_log::for_runs(config.audit.as_ref())?;
     let progress = std::env::var(PROGRESS_ENV)
         .ok()

@@ -28,6 +28,7 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let config = config::load(&args.config)?;
+    config.local_only("agentguard run")?;
     if args.dry_run {
         let sandbox = config.commands.sandbox(config.spec, None, false)?;
         let invocation = sandbox.invocation(&args.name, &sandbox.identity())?;

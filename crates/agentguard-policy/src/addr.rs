@@ -238,3 +238,20 @@ pub fn parse_cidr(value: &str) -> Result<IpNet> {
             .into(),
     })
 }
+
+/// Every block of the special-purpose registries (the classifier's tables), as networks: what
+/// an address-level policy outside agentguard (a Kubernetes NetworkPolicy's `except`) should
+/// exclude to agree with [`classify`]. Broader than the classifier where a registry entry has
+/// globally reachable exceptions inside it, never narrower.
+pub fn special_networks() -> Vec<IpNet> {
+    let v4 = crate::registry::V4_TABLE
+        .iter()
+        .filter_map(|(ip, len, _, _)| ipnet::Ipv4Net::new(*ip, *len).ok().map(IpNet::V4));
+    let v6 = crate::registry::V6_TABLE
+        .iter()
+        .filter_map(|(ip, len, _, _)| ipnet::Ipv6Net::new(*ip, *len).ok().map(IpNet::V6));
+    let mut nets: Vec<IpNet> = v4.chain(v6).collect();
+    nets.sort();
+    nets.dedup();
+    nets
+}

@@ -20,7 +20,10 @@ mod port;
 mod registry;
 mod target;
 
-pub use addr::{AddrPermit, AddressPolicy, Class, Embedding, SpecialRange, classify, parse_cidr};
+pub use addr::{
+    AddrPermit, AddressPolicy, Class, Embedding, SpecialRange, classify, parse_cidr,
+    special_networks,
+};
 pub use authority::{Authority, parse_port};
 pub use command::{CommandAllowlist, MAX_COMMAND_NAME_LEN};
 pub use decision::{Denial, Reason};

@@ -55,6 +55,15 @@ const GRAPH: &[(&str, &[&str])] = &[
             "agentguard-sandbox",
         ],
     ),
+    // Kubernetes: the manifest compiler and the kubectl executor, beside the container crate.
+    (
+        "agentguard-k8s",
+        &[
+            "agentguard-policy",
+            "agentguard-audit",
+            "agentguard-container",
+        ],
+    ),
     ("agentguard-test-support", &[]),
     (
         "agentguard-e2e",
@@ -70,6 +79,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "agentguard-egress",
             "agentguard-sandbox",
             "agentguard-mcp",
+            "agentguard-k8s",
         ],
     ),
 ];

@@ -167,6 +167,27 @@ impl Commands {
         Ok(out)
     }
 
+    /// The network of `name` on Kubernetes: nothing, or its own proxy with its allowlist.
+    pub(crate) fn k8s_network(&self, name: &str) -> anyhow::Result<agentguard_k8s::RunNetwork> {
+        let network = self.networks.get(name).copied().unwrap_or(self.network);
+        if network == Network::None {
+            return Ok(agentguard_k8s::RunNetwork::None);
+        }
+        let hosts = self.egress_allow.get(name).unwrap_or(&self.egress.allow);
+        Ok(agentguard_k8s::RunNetwork::Egress(
+            agentguard_k8s::EgressPlan {
+                hosts: hosts.clone(),
+                ports: self.egress.allow_ports.clone(),
+                cidrs: self.egress.allow_cidrs.clone(),
+                proxy_port: self
+                    .egress
+                    .proxy_port
+                    .unwrap_or(agentguard_sandbox::DEFAULT_PROXY_PORT),
+                proxy_address: None,
+            },
+        ))
+    }
+
     /// The descriptions given in `[commands.NAME]` tables.
     pub(crate) fn descriptions(&self) -> &BTreeMap<String, String> {
         &self.descriptions

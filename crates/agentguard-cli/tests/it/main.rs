@@ -7,6 +7,7 @@ mod egress_run;
 mod exit_codes;
 mod fetch;
 mod hardening;
+mod k8s;
 mod mcp;
 mod run;
 mod surface;

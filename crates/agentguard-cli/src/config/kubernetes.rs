@@ -1,0 +1,83 @@
+//! `engine = "kubernetes"` and the `[kubernetes]` table: where runs go on the cluster, and the
+//! seed defaults the operator accepts to be weakened there (`accept_weakened`); a run refuses
+//! every other weakening.
+
+use serde::Deserialize;
+
+/// The engine word that selects Kubernetes.
+pub(crate) const ENGINE: &str = "kubernetes";
+
+/// The `[kubernetes]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct KubernetesTable {
+    pub(crate) namespace: String,
+    pub(crate) context: Option<String>,
+    pub(crate) runtime_class: Option<String>,
+    pub(crate) workspace_claim: Option<String>,
+    pub(crate) proxy_image: Option<String>,
+    #[serde(default)]
+    pub(crate) accept_weakened: Vec<String>,
+}
+
+/// The checked `[kubernetes]` settings of a config.
+#[derive(Debug, Clone)]
+pub(crate) struct KubernetesConfig {
+    pub(crate) settings: agentguard_k8s::K8sSettings,
+    pub(crate) accept_weakened: Vec<agentguard_k8s::Weakened>,
+}
+
+/// The checked table when the engine is Kubernetes; a table without the engine, or the engine
+/// without a table, is a mistake.
+pub(crate) fn from_file(
+    on_cluster: bool,
+    table: Option<KubernetesTable>,
+) -> Result<Option<KubernetesConfig>, String> {
+    match (on_cluster, table) {
+        (true, Some(table)) => table.check().map(Some),
+        (true, None) => Err(
+            "engine = \"kubernetes\" needs a [kubernetes] table with at least `namespace`".into(),
+        ),
+        (false, Some(_)) => Err(
+            "a [kubernetes] table is only read with engine = \"kubernetes\"; set it or remove the table".into(),
+        ),
+        (false, None) => Ok(None),
+    }
+}
+
+impl KubernetesTable {
+    /// Checks the names and the weakenings named.
+    pub(crate) fn check(self) -> Result<KubernetesConfig, String> {
+        let settings = agentguard_k8s::K8sSettings {
+            namespace: self.namespace,
+            context: self.context,
+            runtime_class: self.runtime_class,
+            workspace_claim: self.workspace_claim,
+            proxy_image: self.proxy_image,
+        };
+        settings.validate().map_err(|e| e.to_string())?;
+        let mut accept = Vec::new();
+        for name in &self.accept_weakened {
+            let known = agentguard_k8s::Weakened::ALL
+                .iter()
+                .find(|w| w.name() == name);
+            match known {
+                Some(w) => accept.push(*w),
+                None => {
+                    let names: Vec<&str> = agentguard_k8s::Weakened::ALL
+                        .iter()
+                        .map(|w| w.name())
+                        .collect();
+                    return Err(format!(
+                        "kubernetes.accept_weakened: {name:?} is not a weakening; the ones Kubernetes forces are {}",
+                        names.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(KubernetesConfig {
+            settings,
+            accept_weakened: accept,
+        })
+    }
+}

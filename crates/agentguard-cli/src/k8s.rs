@@ -1,0 +1,58 @@
+//! `agentguard k8s manifests --config FILE NAME`: the objects a run of NAME would apply on the
+//! cluster, as YAML documents on stdout, for review and GitOps. The defaults Kubernetes cannot
+//! keep are named on stderr, with whether the config accepts them (`[kubernetes]
+//! accept_weakened`); a run refuses the ones it does not.
+
+use agentguard_container::ContainerExecutor;
+use agentguard_k8s::{RunRequest, compile, yaml};
+
+use crate::args::{K8sCommand, K8sManifestsArgs};
+use crate::exit::{self, Exit};
+use crate::{config, output};
+
+pub(crate) fn run(command: &K8sCommand) -> anyhow::Result<u8> {
+    match command {
+        K8sCommand::Manifests(args) => manifests(args),
+    }
+}
+
+fn manifests(args: &K8sManifestsArgs) -> anyhow::Result<u8> {
+    let config = config::load(&args.config)?;
+    let Some(kubernetes) = &config.kubernetes else {
+        return Err(Exit::usage(format!(
+            "{}: `agentguard k8s manifests` needs engine = \"kubernetes\" and a [kubernetes] table",
+            args.config.display()
+        ))
+        .into());
+    };
+    // The name must be allowlisted, and the egress settings make a policy, as for any run.
+    config.spec.commands().get(&args.name)?;
+    config.commands.sandbox(config.spec.clone(), None, false)?;
+    let network = config.commands.k8s_network(&args.name)?;
+    let identity = ContainerExecutor::new(config.spec.clone()).identity();
+    let request = RunRequest {
+        spec: &config.spec,
+        command: &args.name,
+        run_id: &identity.name,
+        labels: &identity.labels,
+        network,
+        workspace_rw: config.workspace_rw,
+    };
+    let manifests = compile(&request, &kubernetes.settings)?;
+    for weakened in &manifests.weakened {
+        let verdict = if kubernetes.accept_weakened.contains(weakened) {
+            "accepted by [kubernetes] accept_weakened"
+        } else {
+            "NOT accepted: a run is refused until [kubernetes] accept_weakened names it"
+        };
+        output::note(&format!(
+            "agentguard: warning: on Kubernetes `{}` is weakened: {}; {verdict}",
+            weakened.name(),
+            weakened.why()
+        ));
+    }
+    output::write_lines([yaml::documents(&manifests.documents())
+        .trim_end()
+        .to_owned()])?;
+    Ok(exit::SUCCESS)
+}

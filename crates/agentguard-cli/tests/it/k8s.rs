@@ -1,0 +1,150 @@
+//! `engine = "kubernetes"` in the CLI: `agentguard k8s manifests` prints the objects as YAML
+//! documents (the compiler's goldens are in agentguard-k8s; CI validates them with
+//! kubernetes-validate and checkov), names the weakened defaults and whether they are
+//! accepted, and refuses what cannot be mapped; a cluster config never runs locally.
+
+use std::path::Path;
+
+use crate::{agentguard, stderr, stdout};
+
+const BASE: &str = r#"image = "localhost/tools@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+engine = "kubernetes"
+timeout = 120
+
+[kubernetes]
+namespace = "agentguard"
+workspace_claim = "ws-claim"
+proxy_image = "localhost/agentguard@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+accept_weakened = ["tmp_noexec"]
+
+[egress]
+allow = ["pkgs.example.com"]
+
+[commands]
+run_tests = ["python3", "-m", "pytest", "-q"]
+
+[commands.install]
+argv = ["pip", "install", "-r", "requirements.txt"]
+network = "egress"
+"#;
+
+fn config(dir: &Path, text: &str) -> String {
+    let path = dir.join("agentguard.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn manifests_prints_the_objects_and_names_what_is_weakened() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), BASE);
+    let out = agentguard(&["k8s", "manifests", "--config", &cfg, "run_tests"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(
+        text.matches("---\n").count(),
+        2,
+        "a NetworkPolicy and the Job: {text}"
+    );
+    assert!(text.contains("kind: \"Job\"") && text.contains("kind: \"NetworkPolicy\""));
+    assert!(text.contains("- \"python3\"") && text.contains("claimName: \"ws-claim\""));
+    let err = stderr(&out);
+    assert!(
+        err.contains("`tmp_noexec` is weakened")
+            && err.contains("accepted by [kubernetes] accept_weakened"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`pids` is weakened") && err.contains("NOT accepted"),
+        "{err}"
+    );
+    let egress = stdout(&agentguard(&[
+        "k8s",
+        "manifests",
+        "--config",
+        &cfg,
+        "install",
+    ]));
+    assert_eq!(
+        egress.matches("---\n").count(),
+        5,
+        "the proxy's three objects too"
+    );
+    assert!(
+        egress.contains("kind: \"Deployment\"") && egress.contains("http://PROXY_CLUSTER_IP:3128")
+    );
+}
+
+#[test]
+fn what_a_cluster_cannot_do_is_refused_with_the_key_to_set() {
+    let dir = tempfile::tempdir().unwrap();
+    for (from, to, needle) in [
+        (
+            "namespace = \"agentguard\"",
+            "namespace = \"Agent_Guard\"",
+            "`kubernetes.namespace` value \"Agent_Guard\"",
+        ),
+        (
+            "accept_weakened = [\"tmp_noexec\"]",
+            "accept_weakened = [\"network\"]",
+            "is not a weakening",
+        ),
+        (
+            "timeout = 120",
+            "timeout = 120\nruntime = \"runsc\"",
+            "[kubernetes] runtime_class",
+        ),
+        (
+            "proxy_image = ",
+            "# proxy_image = ",
+            "[kubernetes] proxy_image",
+        ),
+    ] {
+        let cfg = config(dir.path(), &BASE.replace(from, to));
+        let name = if needle.contains("proxy_image") {
+            "install"
+        } else {
+            "run_tests"
+        };
+        let out = agentguard(&["k8s", "manifests", "--config", &cfg, name]);
+        assert_eq!(out.status.code(), Some(2), "{to}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{to}: {}", stderr(&out));
+    }
+    let off_list = agentguard(&[
+        "k8s",
+        "manifests",
+        "--config",
+        &config(dir.path(), BASE),
+        "rm",
+    ]);
+    assert_eq!(off_list.status.code(), Some(123), "{}", stderr(&off_list));
+    let local = config(
+        dir.path(),
+        &BASE.replace("engine = \"kubernetes\"", "engine = \"docker\""),
+    );
+    let out = agentguard(&["k8s", "manifests", "--config", &local, "run_tests"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("only read with engine = \"kubernetes\""),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_cluster_config_never_runs_on_the_local_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), BASE);
+    for args in [
+        vec!["run", "--config", &cfg, "run_tests"],
+        vec!["mcp", "--config", &cfg],
+    ] {
+        let out = agentguard(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("Nothing was started"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}

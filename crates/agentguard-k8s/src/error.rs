@@ -1,0 +1,43 @@
+//! Why a run cannot be compiled or carried out on the cluster.
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a run cannot be compiled or carried out on the cluster.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A value Kubernetes would not accept.
+    #[error("`{field}` value {value:?}: {why}")]
+    Invalid {
+        /// The config key.
+        field: &'static str,
+        /// The value.
+        value: String,
+        /// Why, and what to write.
+        why: String,
+    },
+    /// A seed default that cannot be kept on Kubernetes and that the config does not accept
+    /// to weaken.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A generated object has a field the API does not know (a bug in the compiler).
+    #[error("generated {kind} has fields the Kubernetes API does not know: {fields}")]
+    Schema {
+        /// The object kind.
+        kind: &'static str,
+        /// The unknown field paths.
+        fields: String,
+    },
+    /// kubectl failed.
+    #[error("kubectl {action} failed: {message}")]
+    Kubectl {
+        /// What was being done.
+        action: String,
+        /// What kubectl said.
+        message: String,
+    },
+    /// kubectl could not be started.
+    #[error("cannot start kubectl: {0}; install it (Debian: apt-get install kubernetes-client)")]
+    KubectlMissing(#[source] std::io::Error),
+}

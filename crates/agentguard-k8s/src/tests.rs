@@ -1,0 +1,293 @@
+//! Golden manifests for every combination (network none/egress x runc/runsc x read-only or
+//! read-write workspace claim), and the seed defaults checked on every generated pod.
+//! Regenerate with `UPDATE_GOLDEN=1 cargo test -p agentguard-k8s`, then review the diff: every
+//! changed line is a changed security property. CI validates the goldens with
+//! kubernetes-validate and checkov (xtask).
+
+use std::path::Path;
+
+use agentguard_container::ContainerSpec;
+use serde_json::Value;
+
+use crate::*;
+
+fn spec(runtime: Option<&str>) -> ContainerSpec {
+    let mut builder = ContainerSpec::builder(format!("localhost/tools@sha256:{}", "a".repeat(64)))
+        .command("run_tests", ["python3", "-m", "pytest", "-q"])
+        .env("CI", "1");
+    if let Some(runtime) = runtime {
+        builder = builder.runtime(runtime);
+    }
+    builder.build().unwrap()
+}
+
+fn settings() -> K8sSettings {
+    K8sSettings {
+        namespace: "agentguard".into(),
+        context: None,
+        runtime_class: Some("gvisor".into()),
+        workspace_claim: Some("ws-claim".into()),
+        proxy_image: Some(format!("localhost/agentguard@sha256:{}", "b".repeat(64))),
+    }
+}
+
+fn egress() -> RunNetwork {
+    RunNetwork::Egress(EgressPlan {
+        hosts: vec!["pkgs.example.com".into()],
+        ports: vec![443],
+        cidrs: vec![],
+        proxy_port: 3128,
+        proxy_address: None,
+    })
+}
+
+/// Every combination: (file stem, runtime, network, rw).
+fn combinations() -> Vec<(String, Option<&'static str>, RunNetwork, bool)> {
+    let mut all = Vec::new();
+    for (net_name, network) in [("none", RunNetwork::None), ("egress", egress())] {
+        for runtime in [None, Some("runsc")] {
+            for rw in [false, true] {
+                let stem = format!(
+                    "{net_name}-{}-{}",
+                    runtime.unwrap_or("runc"),
+                    if rw { "rw" } else { "ro" }
+                );
+                all.push((stem, runtime, network.clone(), rw));
+            }
+        }
+    }
+    all
+}
+
+fn compiled(runtime: Option<&str>, network: RunNetwork, rw: bool) -> Manifests {
+    let spec = spec(runtime);
+    let labels = vec![("agentguard.owner".to_owned(), "4242".to_owned())];
+    let request = RunRequest {
+        spec: &spec,
+        command: "run_tests",
+        run_id: "agentguard-4242-1-0",
+        labels: &labels,
+        network,
+        workspace_rw: rw,
+    };
+    compile(&request, &settings()).unwrap()
+}
+
+#[test]
+fn golden_manifests_for_every_combination() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    for (stem, runtime, network, rw) in combinations() {
+        let text = yaml::documents(&compiled(runtime, network, rw).documents());
+        let path = dir.join(format!("{stem}.yaml"));
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        }
+        let want = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_GOLDEN=1", path.display()));
+        assert_eq!(text, want, "{stem} differs from its golden file");
+    }
+}
+
+/// Every pod template of the manifests.
+fn pods(manifests: &Manifests) -> Vec<Value> {
+    manifests
+        .documents()
+        .into_iter()
+        .filter(|d| d["kind"] == "Job" || d["kind"] == "Deployment")
+        .map(|d| d["spec"]["template"]["spec"].clone())
+        .collect()
+}
+
+#[test]
+fn every_pod_keeps_every_seed_default() {
+    for (stem, runtime, network, rw) in combinations() {
+        let manifests = compiled(runtime, network.clone(), rw);
+        for pod in pods(&manifests) {
+            let at = |what: &str| format!("{stem}: {what}");
+            assert_eq!(
+                pod["automountServiceAccountToken"],
+                false,
+                "{}",
+                at("no token")
+            );
+            assert_eq!(
+                pod["enableServiceLinks"],
+                false,
+                "{}",
+                at("no service links")
+            );
+            for host in ["hostNetwork", "hostPID", "hostIPC"] {
+                assert_eq!(pod[host], false, "{}", at(host));
+            }
+            assert_eq!(
+                pod["securityContext"]["runAsNonRoot"],
+                true,
+                "{}",
+                at("non-root")
+            );
+            assert_eq!(pod["securityContext"]["runAsUser"], 65534, "{}", at("uid"));
+            assert_eq!(
+                pod["securityContext"]["seccompProfile"]["type"],
+                "RuntimeDefault"
+            );
+            for c in pod["containers"].as_array().unwrap() {
+                let sc = &c["securityContext"];
+                assert_eq!(sc["readOnlyRootFilesystem"], true, "{}", at("ro root"));
+                assert_eq!(
+                    sc["allowPrivilegeEscalation"],
+                    false,
+                    "{}",
+                    at("no escalation")
+                );
+                assert_eq!(sc["privileged"], false);
+                assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+                assert_eq!(
+                    c["resources"]["requests"],
+                    c["resources"]["limits"],
+                    "{}",
+                    at("requests = limits")
+                );
+                assert!(
+                    c["resources"]["limits"]["memory"].is_string()
+                        && c["resources"]["limits"]["cpu"].is_string()
+                );
+                assert!(
+                    c["image"].as_str().unwrap().contains("@sha256:"),
+                    "{}",
+                    at("pinned image")
+                );
+            }
+        }
+        // The sandbox pod itself.
+        let job = &manifests.job;
+        assert_eq!(job["spec"]["backoffLimit"], 0);
+        assert_eq!(job["spec"]["activeDeadlineSeconds"], 300);
+        assert!(job["spec"]["ttlSecondsAfterFinished"].is_number());
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(pod["restartPolicy"], "Never");
+        assert_eq!(
+            pod["shareProcessNamespace"], true,
+            "{stem}: an init as PID 1"
+        );
+        assert_eq!(pod["dnsPolicy"], "None", "{stem}: no DNS");
+        let tmp = &pod["volumes"][0];
+        assert_eq!(
+            (tmp["name"].as_str(), tmp["emptyDir"]["medium"].as_str()),
+            (Some("tmp"), Some("Memory"))
+        );
+        assert_eq!(tmp["emptyDir"]["sizeLimit"], "67108864");
+        assert_eq!(
+            pod["runtimeClassName"].as_str(),
+            runtime.map(|_| "gvisor"),
+            "{stem}"
+        );
+        let workspace = &pod["containers"][0]["volumeMounts"][1];
+        assert_eq!(
+            workspace["readOnly"], !rw,
+            "{stem}: the claim is read-only unless rw"
+        );
+        // The network: deny all, or only the run's proxy on its port.
+        let policy = &manifests.network_policy["spec"];
+        assert_eq!(
+            policy["policyTypes"],
+            serde_json::json!(["Ingress", "Egress"])
+        );
+        assert_eq!(policy["ingress"], serde_json::json!([]));
+        match network {
+            RunNetwork::None => {
+                assert_eq!(policy["egress"], serde_json::json!([]), "{stem}");
+                assert!(manifests.proxy.is_none());
+            }
+            RunNetwork::Egress(_) => {
+                let rule = &policy["egress"][0];
+                assert_eq!(
+                    rule["to"][0]["podSelector"]["matchLabels"][LABEL_PROXY],
+                    "agentguard-4242-1-0"
+                );
+                assert_eq!(
+                    rule["ports"],
+                    serde_json::json!([{"protocol": "TCP", "port": 3128}])
+                );
+                assert_eq!(
+                    policy["egress"].as_array().unwrap().len(),
+                    1,
+                    "nothing else, no DNS"
+                );
+                let env = pod["containers"][0]["env"].as_array().unwrap();
+                assert!(
+                    env.iter().any(|e| e["name"] == "HTTPS_PROXY"
+                        && e["value"] == "http://PROXY_CLUSTER_IP:3128")
+                );
+                assert!(
+                    env.iter()
+                        .any(|e| e["name"] == "NO_PROXY" && e["value"] == "")
+                );
+            }
+        }
+        assert_eq!(manifests.weakened, [Weakened::TmpNoexec, Weakened::Pids]);
+        assert_eq!(
+            job["metadata"]["annotations"]["agentguard.dev/weakened"],
+            "tmp_noexec,pids"
+        );
+    }
+}
+
+#[test]
+fn what_cannot_be_mapped_is_refused_with_the_key_to_set() {
+    let mut no_class = settings();
+    no_class.runtime_class = None;
+    let spec = spec(Some("runsc"));
+    let request = |network| RunRequest {
+        spec: &spec,
+        command: "run_tests",
+        run_id: "agentguard-4242-1-0",
+        labels: &[],
+        network,
+        workspace_rw: false,
+    };
+    let message = compile(&request(RunNetwork::None), &no_class)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("[kubernetes] runtime_class"), "{message}");
+    let mut no_image = settings();
+    no_image.proxy_image = None;
+    let message = compile(&request(egress()), &no_image)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("[kubernetes] proxy_image"), "{message}");
+    let host = ContainerSpec::builder("localhost/tools:1")
+        .command("run_tests", ["true"])
+        .workspace("/srv/ws")
+        .build()
+        .unwrap();
+    let request = RunRequest {
+        spec: &host,
+        ..request(RunNetwork::None)
+    };
+    let message = compile(&request, &settings()).unwrap_err().to_string();
+    assert!(message.contains("workspace_claim"), "{message}");
+    let bad = RunRequest {
+        run_id: "Not_A_Label",
+        ..request
+    };
+    assert!(compile(&bad, &settings()).is_err());
+}
+
+#[test]
+fn the_proxy_address_fills_the_proxy_variables_once_known() {
+    let mut plan = match egress() {
+        RunNetwork::Egress(plan) => plan,
+        RunNetwork::None => unreachable!(),
+    };
+    plan.proxy_address = Some("10.96.0.17".parse().unwrap());
+    let manifests = compiled(None, RunNetwork::Egress(plan), false);
+    let env = manifests.job["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+    assert!(
+        env.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["value"] == "http://10.96.0.17:3128"),
+        "{env}"
+    );
+}
