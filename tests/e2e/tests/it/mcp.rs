@@ -50,7 +50,7 @@ async fn the_python_mcp_client_sees_the_pytest_example_in_both_eras() -> Result<
     )?;
     let config = world.config(
         &combo.pytest_image,
-        "network = \"none\"\ntimeout = 120\n\n[commands.run_tests]\nargv = [\"python3\", \"-m\", \"pytest\", \"-q\", \"-p\", \"no:cacheprovider\"]\ndescription = \"Run the test suite\"\n",
+        "timeout = 120\n\n[commands.run_tests]\nargv = [\"python3\", \"-m\", \"pytest\", \"-q\", \"-p\", \"no:cacheprovider\"]\ndescription = \"Run the test suite\"\nnetwork = \"none\"\n",
     )?;
     for mode in ["legacy", "2026-07-28"] {
         let seen = tokio::task::block_in_place(|| client(&world, &config, mode, "run_tests"))?;
