@@ -273,11 +273,14 @@ mod tests {
     use super::{End, Timeouts, run};
 
     /// A tunnel whose client side drains slowly through a small socket buffer, while the
-    /// upstream has plenty queued: every write of a chunk counts as activity, so the tunnel
-    /// outlives many idle timeouts while bytes move, and the counts are exact.
+    /// upstream has plenty queued: every write counts as activity, so the tunnel outlives
+    /// several idle timeouts while bytes move, and the counts are exact. The reader takes 1 KiB
+    /// a millisecond at most, so one pipe's worth (1 MiB) takes longer than the idle timeout
+    /// (activity counted per chunk fails), while a reader stalled by a loaded machine has a
+    /// whole second before it would be idle.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_tunnel_draining_slowly_is_not_idle_and_counts_every_byte() {
-        const TOTAL: usize = 512 * 1024;
+        const TOTAL: usize = 3 * 1024 * 1024;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let source = tokio::spawn(async move {
@@ -292,10 +295,10 @@ mod tests {
         rustix::net::sockopt::set_socket_send_buffer_size(&proxy_side, 4096).unwrap();
         rustix::net::sockopt::set_socket_recv_buffer_size(&client, 4096).unwrap();
         let reader = tokio::spawn(async move {
-            let mut buf = vec![0u8; 4096];
+            let mut buf = vec![0u8; 1024];
             let mut total = 0;
             loop {
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
                 match client.read(&mut buf).await {
                     Ok(0) | Err(_) => return total,
                     Ok(n) => total += n,
@@ -303,7 +306,7 @@ mod tests {
             }
         });
         let timeouts = Timeouts {
-            idle: Duration::from_millis(200),
+            idle: Duration::from_secs(1),
             half_close: Duration::from_secs(30),
         };
         let cancel = CancellationToken::new();
