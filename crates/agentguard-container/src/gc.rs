@@ -71,12 +71,20 @@ fn judge(line: &str, now: u64) -> Option<Stale> {
     let owner = parts.next().unwrap_or_default();
     let start = parts.next().unwrap_or_default();
     let deadline = parts.next().unwrap_or_default();
-    let why = owner_gone(owner, start).or_else(|| match deadline.parse::<u64>() {
-        Ok(d) if d < now => Some(format!("its deadline passed {} s ago", now - d)),
-        Ok(_) => None,
-        Err(_) => Some(format!("its deadline label {deadline:?} is not a time")),
-    });
-    why.map(|why| Stale { name, why })
+    stale_why(Some((owner, start)), deadline, now).map(|why| Stale { name, why })
+}
+
+/// Why something with these labels is stale, or `None` while it is not: its owner (pid and
+/// start time, when it ran on this machine) is gone, or its deadline (seconds since the epoch)
+/// is before `now`.
+pub fn stale_why(owner: Option<(&str, &str)>, deadline: &str, now: u64) -> Option<String> {
+    owner
+        .and_then(|(pid, start)| owner_gone(pid, start))
+        .or_else(|| match deadline.parse::<u64>() {
+            Ok(d) if d < now => Some(format!("its deadline passed {} s ago", now - d)),
+            Ok(_) => None,
+            Err(_) => Some(format!("its deadline label {deadline:?} is not a time")),
+        })
 }
 
 /// Why the owner `pid` (text, as in a label) with process start time `start` is no longer

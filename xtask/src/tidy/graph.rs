@@ -55,13 +55,23 @@ const GRAPH: &[(&str, &[&str])] = &[
             "agentguard-sandbox",
         ],
     ),
-    // Kubernetes: the manifest compiler and the kubectl executor, beside the container crate.
+    // Kubernetes: the pure manifest compiler, beside the container crate.
     (
         "agentguard-k8s",
         &[
             "agentguard-policy",
             "agentguard-audit",
             "agentguard-container",
+        ],
+    ),
+    // The kubectl executor: runs what the compiler made, with the container crate's result.
+    (
+        "agentguard-kubectl",
+        &[
+            "agentguard-policy",
+            "agentguard-audit",
+            "agentguard-container",
+            "agentguard-k8s",
         ],
     ),
     ("agentguard-test-support", &[]),
@@ -80,6 +90,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "agentguard-sandbox",
             "agentguard-mcp",
             "agentguard-k8s",
+            "agentguard-kubectl",
         ],
     ),
 ];

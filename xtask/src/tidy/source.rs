@@ -31,7 +31,9 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
                 "{name}: the first line must be a `//!` comment saying what the module does and why"
             ));
         }
-        if name.starts_with("crates/agentguard-policy/") {
+        let pure = name.starts_with("crates/agentguard-policy/")
+            || (name.starts_with("crates/agentguard-k8s/src/") && !name.ends_with("/tests.rs"));
+        if pure {
             for banned in [
                 "std::fs",
                 "std::process",
@@ -45,15 +47,17 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
             ] {
                 if text.contains(banned) {
                     problems.push(format!(
-                        "{name}: the policy crate does no I/O, but mentions `{banned}`"
+                        "{name}: the policy crate and the manifest compiler do no I/O, but mention `{banned}`"
                     ));
                 }
             }
         }
         // Benchmark programs in examples/ start the real binary and peers, like tests do.
         // The relay execs the allowlisted command inside the container; the sandbox's build
-        // script compiles the relay.
+        // script compiles the relay. The kubectl crate is the container crate's counterpart for
+        // a cluster.
         let may_spawn = name.starts_with("crates/agentguard-container/")
+            || name.starts_with("crates/agentguard-kubectl/")
             || name.starts_with("crates/agentguard-relay/")
             || name == "crates/agentguard-sandbox/build.rs"
             || name.starts_with("xtask/")
@@ -61,7 +65,7 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
             || is_test(&name);
         if !may_spawn && text.contains(&["Command", "::new("].concat()) {
             problems.push(format!(
-                "{name}: only agentguard-container and the relay (and xtask, tests, benchmark examples, the relay's build script) may spawn processes"
+                "{name}: only agentguard-container, agentguard-kubectl and the relay (and xtask, tests, benchmark examples, the relay's build script) may spawn processes"
             ));
         }
         if !is_test(&name) {

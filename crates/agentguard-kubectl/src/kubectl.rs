@@ -1,0 +1,244 @@
+//! The one way to call kubectl: `kubectl [--context C] --namespace NS ARGS`, objects as JSON on
+//! stdin (never on a command line, never through a shell), stdout as JSON, a time limit on
+//! every call, and stderr kept for the error.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use agentguard_k8s::{K8sSettings, LABEL_RUN};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use crate::error::{Error, MIN_MINOR, Result};
+
+/// The most a single kubectl call may take (the API server's answer, not the run).
+const CALL_LIMIT: Duration = Duration::from_secs(60);
+/// What a run creates, fully qualified so no other API group's resource of the same name is
+/// meant.
+const RUN_RESOURCES: &str =
+    "jobs.batch,networkpolicies.networking.k8s.io,deployments.apps,services";
+/// The most of kubectl's stderr an error keeps.
+const STDERR_KEPT: usize = 2048;
+
+/// kubectl, pointed at one namespace of one context.
+#[derive(Debug, Clone)]
+pub struct Kubectl {
+    program: PathBuf,
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+    namespace: String,
+}
+
+impl Kubectl {
+    /// `kubectl` from PATH, with the settings' context and namespace.
+    pub fn new(settings: &K8sSettings) -> Kubectl {
+        Kubectl {
+            program: PathBuf::from("kubectl"),
+            kubeconfig: None,
+            context: settings.context.clone(),
+            namespace: settings.namespace.clone(),
+        }
+    }
+
+    /// Another kubectl binary.
+    pub fn with_program(mut self, program: impl Into<PathBuf>) -> Kubectl {
+        self.program = program.into();
+        self
+    }
+
+    /// A kubeconfig file instead of `KUBECONFIG` or `~/.kube/config`.
+    pub fn with_kubeconfig(mut self, path: impl Into<PathBuf>) -> Kubectl {
+        self.kubeconfig = Some(path.into());
+        self
+    }
+
+    /// The global flags: kubeconfig, context, namespace.
+    fn global(&self) -> Vec<std::ffi::OsString> {
+        let mut flags = Vec::new();
+        if let Some(path) = &self.kubeconfig {
+            flags.push("--kubeconfig".into());
+            flags.push(path.clone().into_os_string());
+        }
+        if let Some(context) = &self.context {
+            flags.push("--context".into());
+            flags.push(context.into());
+        }
+        flags.push("--namespace".into());
+        flags.push((&self.namespace).into());
+        flags
+    }
+
+    /// The namespace every call is made in.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The command for `args`, with the global flags; no stdin, output piped, killed if dropped.
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.program);
+        command
+            .args(self.global())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    }
+
+    pub(crate) fn spawn_error(&self, source: std::io::Error) -> Error {
+        Error::Spawn {
+            program: self.program.display().to_string(),
+            source,
+        }
+    }
+
+    /// Runs `args` (with `input` on stdin) and returns stdout; non-zero is an error.
+    pub(crate) async fn call(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>> {
+        let mut command = self.command(args);
+        if input.is_some() {
+            command.stdin(Stdio::piped());
+        }
+        let mut child = command.spawn().map_err(|e| self.spawn_error(e))?;
+        let shown = args.join(" ");
+        let work = async {
+            if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+                // A kubectl that exits early closes its stdin: its status says why.
+                let _ = stdin.write_all(bytes).await;
+            }
+            child.wait_with_output().await
+        };
+        let output = match tokio::time::timeout(CALL_LIMIT, work).await {
+            Ok(Ok(output)) => output,
+            Ok(Err(e)) => return Err(self.spawn_error(e)),
+            Err(_) => {
+                return Err(Error::Hung {
+                    args: shown,
+                    seconds: CALL_LIMIT.as_secs(),
+                });
+            }
+        };
+        if output.status.success() {
+            return Ok(output.stdout);
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = stderr.trim();
+        let start = stderr.len().saturating_sub(STDERR_KEPT);
+        let start = (start..stderr.len())
+            .find(|i| stderr.is_char_boundary(*i))
+            .unwrap_or(0);
+        Err(Error::Kubectl {
+            args: shown,
+            status: output.status.to_string(),
+            stderr: stderr[start..].to_owned(),
+        })
+    }
+
+    /// Runs `args` and parses stdout as one JSON value.
+    async fn json(&self, args: &[&str]) -> Result<Option<Value>> {
+        let out = self.call(args, None).await?;
+        if out.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        serde_json::from_slice(&out)
+            .map(Some)
+            .map_err(|e| Error::Answer {
+                args: args.join(" "),
+                why: e.to_string(),
+            })
+    }
+
+    /// Creates `objects`, in order, as one `v1` List on stdin. Field checking happened when
+    /// they were compiled (against the API types of the oldest version allowed), so kubectl
+    /// does not fetch the server's OpenAPI to check them again.
+    pub async fn create(&self, objects: &[Value]) -> Result<()> {
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+        let bytes = serde_json::to_vec(&list).map_err(|e| Error::Answer {
+            args: "create".into(),
+            why: e.to_string(),
+        })?;
+        let args = ["create", "--validate=false", "-f", "-", "-o", "name"];
+        self.call(&args, Some(&bytes)).await.map(drop)
+    }
+
+    /// The object `resource/name`, or `None` when there is none.
+    pub async fn get(&self, resource: &str, name: &str) -> Result<Option<Value>> {
+        self.json(&["get", resource, name, "--ignore-not-found", "-o", "json"])
+            .await
+    }
+
+    /// The objects of `resource` whose labels match `selector` (checked again here: a
+    /// selector the server ignored must not make another run's object ours).
+    pub async fn list(&self, resource: &str, selector: &[(&str, &str)]) -> Result<Vec<Value>> {
+        let text: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let joined = text.join(",");
+        let list = self
+            .json(&["get", resource, "-l", &joined, "-o", "json"])
+            .await?
+            .unwrap_or_default();
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        Ok(items
+            .into_iter()
+            .filter(|item| {
+                selector
+                    .iter()
+                    .all(|(k, v)| item["metadata"]["labels"][*k].as_str() == Some(*v))
+            })
+            .collect())
+    }
+
+    /// Deletes every object of run `run` (in the background: the Job's pods follow it).
+    pub async fn delete_run(&self, run: &str) -> Result<()> {
+        let selector = format!("{LABEL_RUN}={run}");
+        let args = [
+            "delete",
+            RUN_RESOURCES,
+            "-l",
+            &selector,
+            "--ignore-not-found",
+            "--wait=false",
+        ];
+        self.call(&args, None).await.map(drop)
+    }
+
+    /// Starts the deletion of run `run` without waiting for it: for a run whose future is
+    /// dropped (cancellation, SIGTERM), so the objects go even when this process ends next.
+    pub fn delete_run_detached(&self, run: &str) {
+        let selector = format!("{LABEL_RUN}={run}");
+        let spawned = std::process::Command::new(&self.program)
+            .args(self.global())
+            .args(["delete", RUN_RESOURCES, "-l", &selector])
+            .args(["--ignore-not-found", "--wait=false"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        if let Err(e) = spawned {
+            tracing::error!(run, error = %e, "could not start the deletion of the run's Job; `agentguard gc` removes it");
+        }
+    }
+
+    /// The server's version, refused when older than the manifests are checked against.
+    pub async fn check_server(&self) -> Result<(u32, u32)> {
+        let args = ["version", "-o", "json"];
+        let version = self.json(&args).await?.unwrap_or_default();
+        let server = &version["serverVersion"];
+        let number = |key: &str| -> Option<u32> {
+            let text = server[key].as_str()?;
+            let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        };
+        let (Some(major), Some(minor)) = (number("major"), number("minor")) else {
+            return Err(Error::Answer {
+                args: args.join(" "),
+                why: format!("no server version in {server}"),
+            });
+        };
+        if major != 1 || minor < MIN_MINOR {
+            return Err(Error::ServerTooOld { major, minor });
+        }
+        Ok((major, minor))
+    }
+}

@@ -1,0 +1,185 @@
+//! One run on the cluster: check the server and what is weakened, create the run's egress
+//! proxy (for `network = "egress"`) and wait for its ClusterIP, create the NetworkPolicy and
+//! then the Job, watch its pod, capture its log under the cap, read how it ended, delete
+//! everything. A run whose future is dropped (cancellation, SIGTERM) starts the deletion as
+//! it goes; `agentguard gc` removes what a SIGKILLed run left.
+
+use std::time::{Duration, Instant};
+
+use agentguard_container::{RunResult, RunStatus};
+use agentguard_k8s::{
+    K8sSettings, Manifests, RunNetwork, RunRequest, Weakened, compile, proxy_name,
+};
+
+use crate::error::{Error, Result};
+use crate::kubectl::Kubectl;
+use crate::pod::{Ended, Watched, watch};
+
+/// How long the run's egress proxy may take to get its ClusterIP and a ready replica.
+const PROXY_READY: Duration = Duration::from_secs(60);
+/// How often the proxy's objects are read while waiting.
+const PROXY_POLL: Duration = Duration::from_millis(250);
+/// The exit code reported for an OOM kill (128 + SIGKILL), as the engines report it.
+const OOM_EXIT: i32 = 137;
+
+/// What the run did, and what the cluster could not keep.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// The result, as a local engine's run reports it.
+    pub result: RunResult,
+    /// The seed defaults no Pod field kept (accepted by the operator, or there would be no run).
+    pub weakened: Vec<Weakened>,
+}
+
+/// A refusal before anything is created: a seed default the cluster cannot keep that the
+/// operator did not accept.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "on Kubernetes `{}` is weakened: {}; add \"{}\" to [kubernetes] accept_weakened to run anyway. Nothing was created.",
+    .0.name(), .0.why(), .0.name()
+)]
+pub struct NotAccepted(pub Weakened);
+
+/// Runs `request` on the cluster.
+pub async fn run(
+    kubectl: &Kubectl,
+    settings: &K8sSettings,
+    request: &RunRequest<'_>,
+    accepted: &[Weakened],
+) -> Result<std::result::Result<Ran, NotAccepted>> {
+    let started = Instant::now();
+    let manifests = compile(request, settings)?;
+    if let Some(refused) = manifests.weakened.iter().find(|w| !accepted.contains(w)) {
+        return Ok(Err(NotAccepted(*refused)));
+    }
+    kubectl.check_server().await?;
+    let cleanup = Cleanup {
+        kubectl,
+        run: request.run_id,
+        armed: true,
+    };
+    let outcome = create_and_watch(kubectl, settings, request, manifests.clone(), started).await;
+    cleanup.now().await;
+    let watched = outcome?;
+    let (status, exit_code) = match &watched.ended {
+        Ended::Exited { code, reason } if reason == "OOMKilled" => (
+            RunStatus::Killed,
+            Some(*code).filter(|c| *c != 0).or(Some(OOM_EXIT)),
+        ),
+        Ended::Exited { code, .. } => (RunStatus::Exited, Some(*code)),
+        Ended::TimedOut => (RunStatus::TimedOut, None),
+        Ended::OutputLimit => (RunStatus::OutputLimit, None),
+    };
+    Ok(Ok(Ran {
+        result: RunResult {
+            command: request.command.to_owned(),
+            status,
+            exit_code,
+            stdout: watched.logs,
+            stderr: Vec::new(),
+            truncated: watched.truncated,
+            duration: started.elapsed(),
+            container: request.run_id.to_owned(),
+        },
+        weakened: manifests.weakened,
+    }))
+}
+
+async fn create_and_watch(
+    kubectl: &Kubectl,
+    settings: &K8sSettings,
+    request: &RunRequest<'_>,
+    mut manifests: Manifests,
+    started: Instant,
+) -> Result<Watched> {
+    if let (Some(proxy), RunNetwork::Egress(plan)) = (manifests.proxy.clone(), &request.network) {
+        kubectl.create(&proxy).await?;
+        let address = proxy_address(kubectl, request.run_id).await?;
+        let mut plan = plan.clone();
+        plan.proxy_address = Some(address);
+        let with_address = RunRequest {
+            network: RunNetwork::Egress(plan),
+            ..request.clone()
+        };
+        manifests = compile(&with_address, settings)?;
+    }
+    // The policy first: the pod never exists without it.
+    kubectl
+        .create(&[manifests.network_policy.clone(), manifests.job.clone()])
+        .await?;
+    let deadline = started + request.spec.timeout();
+    watch(
+        kubectl,
+        request.run_id,
+        deadline,
+        request.spec.max_output_bytes(),
+    )
+    .await
+}
+
+/// Waits for the proxy Service's ClusterIP and a ready proxy replica.
+async fn proxy_address(kubectl: &Kubectl, run: &str) -> Result<std::net::IpAddr> {
+    let name = proxy_name(run);
+    let until = Instant::now() + PROXY_READY;
+    let not_ready = |what| Error::ProxyNotReady {
+        name: name.clone(),
+        seconds: PROXY_READY.as_secs(),
+        what,
+    };
+    let address = loop {
+        let service = kubectl.get("services", &name).await?.unwrap_or_default();
+        if let Some(ip) = service["spec"]["clusterIP"]
+            .as_str()
+            .and_then(|ip| ip.parse().ok())
+        {
+            break ip;
+        }
+        if Instant::now() >= until {
+            return Err(not_ready("the Service has no ClusterIP"));
+        }
+        tokio::time::sleep(PROXY_POLL).await;
+    };
+    loop {
+        let deployment = kubectl
+            .get("deployments.apps", &name)
+            .await?
+            .unwrap_or_default();
+        if deployment["status"]["availableReplicas"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1
+        {
+            return Ok(address);
+        }
+        if Instant::now() >= until {
+            return Err(not_ready("no replica of the Deployment is available"));
+        }
+        tokio::time::sleep(PROXY_POLL).await;
+    }
+}
+
+/// Deletes the run's objects: awaited on every normal end, started on drop otherwise.
+struct Cleanup<'a> {
+    kubectl: &'a Kubectl,
+    run: &'a str,
+    armed: bool,
+}
+
+impl Cleanup<'_> {
+    async fn now(mut self) {
+        match self.kubectl.delete_run(self.run).await {
+            Ok(()) => self.armed = false,
+            Err(e) => {
+                tracing::error!(run = self.run, error = %e, "could not delete the run's objects; `agentguard gc` removes them")
+            }
+        }
+    }
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.kubectl.delete_run_detached(self.run);
+        }
+    }
+}

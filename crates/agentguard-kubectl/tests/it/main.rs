@@ -1,0 +1,337 @@
+//! The kubectl executor end to end: the real `kubectl` against kmock's in-memory Kubernetes
+//! API on 127.0.0.1 (`tests/kmock_cluster.py`, from PyPI in the venv `cargo xtask setup`
+//! makes), with the pod's states and log scripted per test. Without the venv or kubectl the
+//! tests are SKIPPED loudly; `cargo xtask ci` sets `AGENTGUARD_REQUIRE_KMOCK=1`, which makes a
+//! skip a failure.
+
+mod cluster;
+
+use std::time::Duration;
+
+use agentguard_container::{ContainerSpec, RunStatus};
+use agentguard_k8s::{EgressPlan, K8sSettings, RunNetwork, RunRequest, Weakened};
+use agentguard_kubectl::{Error, Kubectl, gc, run};
+use cluster::Cluster;
+use serde_json::json;
+
+const RUN: &str = "agentguard-1-2-3";
+
+fn spec(timeout: Duration, cap: usize) -> ContainerSpec {
+    ContainerSpec::builder(format!("localhost/tools@sha256:{}", "a".repeat(64)))
+        .command("tests", ["python3", "-m", "pytest", "-q"])
+        .timeout(timeout)
+        .max_output_bytes(cap)
+        .build()
+        .unwrap()
+}
+
+fn settings() -> K8sSettings {
+    K8sSettings {
+        namespace: "agentguard".into(),
+        context: None,
+        runtime_class: None,
+        workspace_claim: None,
+        proxy_image: Some(format!("localhost/agentguard@sha256:{}", "b".repeat(64))),
+    }
+}
+
+fn request<'a>(
+    spec: &'a ContainerSpec,
+    labels: &'a [(String, String)],
+    network: RunNetwork,
+) -> RunRequest<'a> {
+    RunRequest {
+        spec,
+        command: "tests",
+        run_id: RUN,
+        labels,
+        network,
+        workspace_rw: false,
+    }
+}
+
+const ALL: &[Weakened] = Weakened::ALL;
+
+/// Runs `tests` against a cluster playing `scenario`; returns the result and the cluster.
+async fn run_in(
+    scenario: serde_json::Value,
+    timeout: Duration,
+    cap: usize,
+) -> Option<(agentguard_kubectl::Result<agentguard_kubectl::Ran>, Cluster)> {
+    let cluster = Cluster::start(scenario)?;
+    let spec = spec(timeout, cap);
+    let labels = [gc::host_label()];
+    let kubectl = cluster.kubectl();
+    let outcome = run(
+        &kubectl,
+        &settings(),
+        &request(&spec, &labels, RunNetwork::None),
+        ALL,
+    )
+    .await
+    .map(|accepted| accepted.expect("every weakening is accepted"));
+    Some((outcome, cluster))
+}
+
+#[tokio::test]
+async fn a_run_that_succeeds_reports_its_log_and_leaves_nothing() {
+    let Some((ran, cluster)) =
+        run_in(json!({"logs": "1 passed\n"}), Duration::from_secs(30), 4096).await
+    else {
+        return;
+    };
+    let ran = ran.unwrap();
+    assert_eq!(ran.result.status, RunStatus::Exited);
+    assert_eq!(ran.result.exit_code, Some(0));
+    assert_eq!(ran.result.stdout, b"1 passed\n");
+    assert_eq!(ran.result.container, RUN);
+    assert_eq!(ran.weakened, ALL);
+    cluster.assert_gone(RUN).await;
+    // What was created: the NetworkPolicy before the Job, both with the run's labels.
+    let created = cluster.created();
+    assert_eq!(created, ["networkpolicies", "jobs"], "{created:?}");
+}
+
+#[tokio::test]
+async fn a_non_zero_exit_is_the_commands_own_code() {
+    let scenario = json!({"logs": "1 failed\n", "exit_code": 3});
+    let Some((ran, cluster)) = run_in(scenario, Duration::from_secs(30), 4096).await else {
+        return;
+    };
+    let ran = ran.unwrap();
+    assert_eq!(ran.result.status, RunStatus::Exited);
+    assert_eq!(ran.result.exit_code, Some(3));
+    cluster.assert_gone(RUN).await;
+}
+
+#[tokio::test]
+async fn an_oom_kill_is_reported_as_killed_with_137() {
+    let scenario = json!({"exit_code": 137, "reason": "OOMKilled"});
+    let Some((ran, cluster)) = run_in(scenario, Duration::from_secs(30), 4096).await else {
+        return;
+    };
+    let ran = ran.unwrap();
+    assert_eq!(ran.result.status, RunStatus::Killed);
+    assert_eq!(ran.result.exit_code, Some(137));
+    cluster.assert_gone(RUN).await;
+}
+
+#[tokio::test]
+async fn a_timeout_deletes_the_job() {
+    let scenario = json!({"run_s": -1, "logs": "started\n"});
+    let Some((ran, cluster)) = run_in(scenario, Duration::from_secs(2), 4096).await else {
+        return;
+    };
+    let ran = ran.unwrap();
+    assert_eq!(ran.result.status, RunStatus::TimedOut);
+    assert_eq!(ran.result.exit_code, None);
+    assert_eq!(ran.result.stdout, b"started\n");
+    cluster.assert_gone(RUN).await;
+}
+
+#[tokio::test]
+async fn output_over_the_cap_ends_the_run_and_keeps_the_cap() {
+    let scenario = json!({"run_s": -1, "logs": "x".repeat(1000), "log_repeat": 10});
+    let Some((ran, cluster)) = run_in(scenario, Duration::from_secs(30), 4096).await else {
+        return;
+    };
+    let ran = ran.unwrap();
+    assert_eq!(ran.result.status, RunStatus::OutputLimit);
+    assert!(ran.result.truncated);
+    assert_eq!(ran.result.stdout.len(), 4096);
+    cluster.assert_gone(RUN).await;
+}
+
+#[tokio::test]
+async fn an_api_error_names_what_the_server_said() {
+    let scenario = json!({"create_error": 403});
+    let Some((ran, cluster)) = run_in(scenario, Duration::from_secs(30), 4096).await else {
+        return;
+    };
+    let error = ran.unwrap_err();
+    assert!(matches!(error, Error::Kubectl { .. }), "{error:?}");
+    assert_eq!(error.reason(), "cluster_error");
+    assert!(error.to_string().contains("forbidden"), "{error}");
+    cluster.assert_gone(RUN).await;
+}
+
+#[tokio::test]
+async fn a_pod_that_cannot_pull_its_image_fails_at_once() {
+    let scenario = json!({"waiting": "ImagePullBackOff"});
+    let Some((ran, cluster)) = run_in(scenario, Duration::from_secs(60), 4096).await else {
+        return;
+    };
+    let error = ran.unwrap_err();
+    assert!(
+        matches!(&error, Error::NotStarted { reason, .. } if reason == "ImagePullBackOff"),
+        "{error:?}"
+    );
+    cluster.assert_gone(RUN).await;
+}
+
+#[tokio::test]
+async fn a_server_older_than_the_checked_schema_is_refused_before_anything_is_created() {
+    let Some((ran, cluster)) = run_in(json!({"version": 30}), Duration::from_secs(30), 4096).await
+    else {
+        return;
+    };
+    let error = ran.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::ServerTooOld {
+                major: 1,
+                minor: 30
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(cluster.created().is_empty(), "{:?}", cluster.created());
+}
+
+#[tokio::test]
+async fn a_weakening_not_accepted_is_refused_before_anything_is_created() {
+    let Some(cluster) = Cluster::start(json!({})) else {
+        return;
+    };
+    let spec = spec(Duration::from_secs(30), 4096);
+    let labels = [];
+    let refused = run(
+        &cluster.kubectl(),
+        &settings(),
+        &request(&spec, &labels, RunNetwork::None),
+        &[Weakened::TmpNoexec],
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert_eq!(refused.0, Weakened::Pids);
+    assert!(refused.to_string().contains("accept_weakened"), "{refused}");
+    assert!(cluster.created().is_empty(), "{:?}", cluster.created());
+}
+
+#[tokio::test]
+async fn a_dropped_run_deletes_its_job() {
+    let Some(cluster) = Cluster::start(json!({"run_s": -1})) else {
+        return;
+    };
+    let spec = spec(Duration::from_secs(60), 4096);
+    let labels = [];
+    let kubectl = cluster.kubectl();
+    let settings = settings();
+    let request = request(&spec, &labels, RunNetwork::None);
+    let running = run(&kubectl, &settings, &request, ALL);
+    // Cancelled once the pod runs: the future is dropped mid-watch.
+    tokio::select! {
+        _ = running => panic!("the run ended by itself"),
+        () = cluster.until_running(RUN) => {}
+    }
+    cluster.assert_gone(RUN).await;
+}
+
+#[tokio::test]
+async fn an_egress_run_points_the_job_at_its_proxys_cluster_ip() {
+    let Some(cluster) = Cluster::start(json!({"pending_s": 1.0, "cluster_ip": "10.96.7.7"})) else {
+        return;
+    };
+    let spec = spec(Duration::from_secs(30), 4096);
+    let labels = [];
+    let network = RunNetwork::Egress(EgressPlan {
+        hosts: vec!["pkgs.example.com".into()],
+        ports: vec![443],
+        cidrs: vec![],
+        proxy_port: 3128,
+        proxy_address: None,
+    });
+    let kubectl = cluster.kubectl();
+    let settings = settings();
+    let request = request(&spec, &labels, network);
+    let (ran, job) = tokio::join!(
+        run(&kubectl, &settings, &request, ALL),
+        cluster.job_when_created(RUN)
+    );
+    let ran = ran.unwrap().unwrap();
+    assert_eq!(ran.result.status, RunStatus::Exited);
+    let env = job["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
+    assert!(env.contains("http://10.96.7.7:3128"), "{env}");
+    assert_eq!(
+        cluster.created(),
+        [
+            "networkpolicies",
+            "deployments",
+            "services",
+            "networkpolicies",
+            "jobs"
+        ]
+    );
+    cluster.assert_gone(RUN).await;
+    cluster.assert_gone(&agentguard_k8s::proxy_name(RUN)).await;
+}
+
+#[tokio::test]
+async fn gc_deletes_the_runs_of_gone_owners_and_keeps_the_live_ones() {
+    let Some(cluster) = Cluster::start(json!({"run_s": -1})) else {
+        return;
+    };
+    let kubectl = cluster.kubectl();
+    let (host_key, host) = gc::host_label();
+    let far = (std::time::SystemTime::now() + Duration::from_secs(3600))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
+    let (me, my_start) = agentguard_container::gc::this_owner();
+    for (run, owner, start, deadline) in [
+        ("agentguard-dead-1", "999999999", "1", far.as_str()),
+        (
+            "agentguard-live-1",
+            me.as_str(),
+            my_start.as_str(),
+            far.as_str(),
+        ),
+        ("agentguard-late-1", me.as_str(), my_start.as_str(), "1000"),
+    ] {
+        let labels = json!({
+            "app.kubernetes.io/managed-by": "agentguard",
+            agentguard_k8s::LABEL_RUN: run,
+            agentguard_container::LABEL_OWNER: owner,
+            agentguard_container::LABEL_OWNER_START: start,
+            agentguard_container::LABEL_DEADLINE: deadline,
+            host_key.clone(): host,
+        });
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": run, "labels": labels},
+            "spec": {"template": {"metadata": {"labels": labels}, "spec": {"restartPolicy": "Never", "containers": [{"name": "run", "image": "x"}]}}}});
+        kubectl.create(&[job]).await.unwrap();
+    }
+    let mut stale = gc::sweep(&kubectl, false).await.unwrap();
+    stale.sort_by(|a, b| a.run.cmp(&b.run));
+    let runs: Vec<&str> = stale.iter().map(|s| s.run.as_str()).collect();
+    assert_eq!(
+        runs,
+        ["agentguard-dead-1", "agentguard-late-1"],
+        "{stale:?}"
+    );
+    assert!(stale[0].why.contains("gone"), "{stale:?}");
+    assert!(stale[1].why.contains("deadline"), "{stale:?}");
+    cluster.assert_gone("agentguard-dead-1").await;
+    cluster.assert_gone("agentguard-late-1").await;
+    assert!(
+        kubectl
+            .get("jobs.batch", "agentguard-live-1")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn kubectl_missing_is_named() {
+    let kubectl = Kubectl::new(&settings()).with_program("/nonexistent/kubectl");
+    let error = kubectl.check_server().await.unwrap_err();
+    assert_eq!(error.reason(), "kubectl_missing");
+    assert!(
+        error.to_string().contains("/nonexistent/kubectl"),
+        "{error}"
+    );
+}

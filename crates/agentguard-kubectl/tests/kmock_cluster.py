@@ -1,0 +1,172 @@
+"""A scripted Kubernetes API for the kubectl executor's tests: kmock's in-memory emulator on
+127.0.0.1, with a small controller playing the parts a real cluster's controllers and kubelet
+play. kmock has no controllers, so this script gives each Job a Pod, moves the Pod through
+Pending, Running and Terminated as the scenario says, serves its log, assigns Services a
+ClusterIP and marks Deployments available.
+
+Usage: kmock_cluster.py SCENARIO_JSON. Prints `listening URL`, then `created PLURAL NAME` for
+each object a client creates, and serves until stdin closes.
+
+Scenario keys (all optional):
+  namespace     the namespace the controller watches ("agentguard")
+  exit_code     the container's exit code (0)
+  reason        the terminated reason ("Completed" for 0, else "Error"; "OOMKilled" as given)
+  logs          the container's log (""); repeated `log_repeat` times
+  pending_s     seconds Pending before Running (0.2)
+  run_s         seconds Running before Terminated (0.3); a negative value never terminates
+  waiting       a waiting reason for a Pod that never starts ("ImagePullBackOff")
+  create_error  an HTTP status every Job create is answered with (403)
+  version       the server's minor version (33)
+
+Fixes to kmock 0.8 for kubectl: the core group's discovery says `groupVersion: v1` (kmock
+writes "/v1", which kubectl cannot parse) and lists only core resources; lists carry `kind`.
+"""
+
+import asyncio
+import json
+import random
+import string
+import sys
+
+import aiohttp
+import kmock
+
+SCENARIO = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+NAMESPACE = SCENARIO.get("namespace", "agentguard")
+
+
+class Cluster(kmock.KubernetesEmulator):
+    async def _serve_list(self, request):
+        out = await super()._serve_list(request)
+        out["apiVersion"] = "v1"
+        out["kind"] = "List"
+        selector = dict(request.params).get("labelSelector")
+        if selector:
+            out["items"] = [i for i in out["items"] if matches(i, selector)]
+        return out
+
+    async def _serve_create(self, request):
+        out = await super()._serve_create(request)
+        plural = request.resource.plural
+        if plural != "pods":  # the controller's own
+            name = (request.data or {}).get("metadata", {}).get("name")
+            print(f"created {plural} {name}", flush=True)
+        return out
+
+    async def _serve_version(self, request):
+        out = await super()._serve_version(request)
+        if request.resource.group == "":
+            out["groupVersion"] = request.resource.version
+        return out
+
+    async def _serve_server_version(self, request):
+        out = await super()._serve_server_version(request)
+        minor = str(SCENARIO.get("version", 33))
+        out["minor"] = minor
+        out["gitVersion"] = f"v1.{minor}.0"
+        return out
+
+
+def matches(obj, selector):
+    labels = obj.get("metadata", {}).get("labels", {}) or {}
+    for term in selector.split(","):
+        if "=" in term:
+            key, value = term.split("=", 1)
+            if labels.get(key.rstrip("=!")) != value:
+                return False
+        elif term and term not in labels:
+            return False
+    return True
+
+
+def suffix():
+    return "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+
+
+async def controller(base):
+    pods = {}  # job name -> pod name
+    async with aiohttp.ClientSession(base_url=base) as http:
+        ns = f"/api/v1/namespaces/{NAMESPACE}"
+        batch = f"/apis/batch/v1/namespaces/{NAMESPACE}"
+        patch = {"Content-Type": "application/merge-patch+json"}
+        while True:
+            await asyncio.sleep(0.05)
+            jobs = (await (await http.get(f"{batch}/jobs")).json()).get("items", [])
+            for job in jobs:
+                name = job["metadata"]["name"]
+                if name in pods:
+                    continue
+                pod = f"{name}-{suffix()}"
+                pods[name] = pod
+                labels = dict(job["spec"]["template"]["metadata"].get("labels", {}))
+                labels["batch.kubernetes.io/job-name"] = name
+                labels["job-name"] = name
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": pod, "namespace": NAMESPACE, "labels": labels},
+                    "spec": job["spec"]["template"]["spec"],
+                    "status": {"phase": "Pending"},
+                }
+                await http.post(f"{ns}/pods", json=body)
+                asyncio.ensure_future(lifecycle(http, f"{ns}/pods/{pod}", patch))
+            services = (await (await http.get(f"{ns}/services")).json()).get("items", [])
+            for svc in services:
+                if not svc.get("spec", {}).get("clusterIP"):
+                    ip = {"spec": {"clusterIP": SCENARIO.get("cluster_ip", "10.96.0.10")}}
+                    await http.patch(f"{ns}/services/{svc['metadata']['name']}", json=ip, headers=patch)
+            apps = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
+            for dep in (await (await http.get(apps)).json()).get("items", []):
+                if not dep.get("status", {}).get("availableReplicas"):
+                    ready = {"status": {"availableReplicas": 1, "readyReplicas": 1}}
+                    await http.patch(f"{apps}/{dep['metadata']['name']}", json=ready, headers=patch)
+
+
+async def lifecycle(http, path, headers):
+    waiting = SCENARIO.get("waiting")
+    if waiting:
+        state = {"waiting": {"reason": waiting, "message": f"scripted: {waiting}"}}
+        status = {"phase": "Pending", "containerStatuses": [{"name": "run", "ready": False, "state": state}]}
+        await http.patch(path, json={"status": status}, headers=headers)
+        return
+    await asyncio.sleep(SCENARIO.get("pending_s", 0.2))
+    running = {"running": {"startedAt": "2026-12-01T00:00:00Z"}}
+    status = {"phase": "Running", "containerStatuses": [{"name": "run", "ready": True, "state": running}]}
+    await http.patch(path, json={"status": status}, headers=headers)
+    run_s = SCENARIO.get("run_s", 0.3)
+    if run_s < 0:
+        return
+    await asyncio.sleep(run_s)
+    code = SCENARIO.get("exit_code", 0)
+    reason = SCENARIO.get("reason", "Completed" if code == 0 else "Error")
+    terminated = {"terminated": {"exitCode": code, "reason": reason}}
+    phase = "Succeeded" if code == 0 else "Failed"
+    status = {"phase": phase, "containerStatuses": [{"name": "run", "ready": False, "state": terminated}]}
+    await http.patch(path, json={"status": status}, headers=headers)
+
+
+async def main():
+    cluster = Cluster()
+    cluster.resources.load_bundled()
+    # kubectl resolves `pods` to the first group listing it; keep only the core one.
+    keep = [(r, cluster.resources[r]) for r in list(cluster.resources) if r.group != "metrics.k8s.io"]
+    cluster.resources.clear()
+    for resource, info in keep:
+        cluster.resources[resource] = info
+    log = SCENARIO.get("logs", "") * SCENARIO.get("log_repeat", 1)
+    cluster[kmock.subresource("log")] << (lambda request: log.encode())
+    if "create_error" in SCENARIO:
+        code = SCENARIO["create_error"]
+        status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+                  "reason": "Forbidden", "message": "jobs.batch is forbidden: scripted"}
+        cluster[f"post /apis/batch/v1/namespaces/{NAMESPACE}/jobs"] << code << status
+    async with cluster, kmock.Server(cluster) as server:
+        base = str(server.url).rstrip("/")
+        task = asyncio.ensure_future(controller(base))
+        print(f"listening {base}", flush=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, sys.stdin.read)
+        task.cancel()
+
+
+asyncio.run(main())
