@@ -26,7 +26,13 @@ pub(crate) fn run() -> Result<()> {
         ],
     )?;
     println!("== ci: workspace tests");
-    cmd::run("cargo", &["test", "--workspace", "--locked"])?;
+    // The kubectl executor's tests need kmock (the venv setup made) and kubectl: never skipped here.
+    cmd::run_with(
+        &cmd::root(),
+        &[("AGENTGUARD_REQUIRE_KMOCK", "1")],
+        "cargo",
+        &["test", "--workspace", "--locked"],
+    )?;
     k8s::run()?;
     fuzz::run(&["--seconds".to_owned(), "30".to_owned()])?;
     e2e::run(&["--require".to_owned(), "docker,podman,runsc".to_owned()])?;

@@ -29,9 +29,21 @@ pub(crate) fn run(program: &str, args: &[&str]) -> Result<()> {
 
 /// [`run`] in another folder.
 pub(crate) fn run_in(dir: &std::path::Path, program: &str, args: &[&str]) -> Result<()> {
-    println!("$ {program} {}", args.join(" "));
+    run_with(dir, &[], program, args)
+}
+
+/// [`run_in`] with extra environment variables.
+pub(crate) fn run_with(
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+    program: &str,
+    args: &[&str],
+) -> Result<()> {
+    let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+    println!("$ {}{program} {}", shown.concat(), args.join(" "));
     let status = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .status()
         .with_context(|| format!("starting {program}"))?;

@@ -55,6 +55,7 @@ pub(crate) fn run() -> Result<Engines> {
     ensure_cargo_fuzz()?;
     MCP_VENV.ensure()?;
     K8S_VENV.ensure()?;
+    ensure_kubectl()?;
     register_runsc_with_docker()?;
     start_dockerd()?;
     let engines = detect();
@@ -145,6 +146,18 @@ impl Venv {
 /// The venv's python with the MCP client.
 pub(crate) fn mcp_python() -> std::path::PathBuf {
     MCP_VENV.bin("python")
+}
+
+/// kubectl, which the kubectl executor's tests drive against kmock (the machine image has it).
+fn ensure_kubectl() -> Result<()> {
+    if cmd::succeeds("kubectl", &["version", "--client", "-o", "json"]) {
+        println!("   kubectl: present");
+        return Ok(());
+    }
+    println!("   kubectl: missing, installing the Debian package");
+    cmd::run("apt-get", &["install", "-y", "-q", "kubectl"]).context(
+        "kubectl is needed by the kubectl executor's tests; install it (`apt-get install kubectl`)",
+    )
 }
 
 /// `cargo fuzz` with a nightly toolchain, for the fuzz targets CI builds and runs.

@@ -147,6 +147,9 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("removed_bytes", ValueType::Number),
     ("removed_sha256", ValueType::String),
     ("request_id", ValueType::String),
+    ("engine", ValueType::String),
+    ("namespace", ValueType::String),
+    ("weakened", ValueType::Strings),
 ];
 
 /// The first known key of `event` whose value has another type than [`KEYS`] says.

@@ -246,4 +246,8 @@ pub(crate) struct GcArgs {
     /// List what would be removed without removing it.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// A config with engine = "kubernetes": sweep the Jobs of its namespace instead of the
+    /// local engines.
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
 }

@@ -123,7 +123,7 @@ impl RunConfig {
     pub(crate) fn local_only(&self, what: &str) -> anyhow::Result<()> {
         if self.kubernetes.is_some() {
             return Err(ConfigError::Invalid(format!(
-                "engine = \"kubernetes\": {what} does not run commands on a cluster yet (the kubectl executor is not in this build); `agentguard k8s manifests` prints what a run would apply. Nothing was started."
+                "engine = \"kubernetes\": {what} does not serve a cluster yet; `agentguard run` runs one command there and `agentguard k8s manifests` prints what a run would apply. Nothing was started."
             ))
             .into());
         }

@@ -119,6 +119,17 @@ fn code_of(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             _ => ERROR,
         });
     }
+    if let Some(e) = cause.downcast_ref::<agentguard_kubectl::Error>() {
+        return Some(match e {
+            agentguard_kubectl::Error::Compile(
+                agentguard_k8s::Error::Invalid { .. } | agentguard_k8s::Error::Unsupported(_),
+            ) => USAGE,
+            _ => ERROR,
+        });
+    }
+    if cause.is::<agentguard_kubectl::NotAccepted>() {
+        return Some(USAGE);
+    }
     if let Some(e) = cause.downcast_ref::<agentguard_mcp::Error>() {
         return Some(match e {
             agentguard_mcp::Error::ToolName { .. } => USAGE,

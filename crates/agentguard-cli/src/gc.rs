@@ -1,6 +1,6 @@
 //! `agentguard gc`: remove what crashed runs left behind: containers, on every engine found,
 //! and the run folders (socket and relay copy) of `network = "egress"` runs whose owner is
-//! gone.
+//! gone; with `--config` of a Kubernetes config, the stale runs' objects in its namespace.
 
 use agentguard_container::{Engine, Error, gc};
 use agentguard_sandbox::run_dir;
@@ -9,6 +9,18 @@ use crate::args::GcArgs;
 use crate::{config, exit, output};
 
 pub(crate) fn run(args: &GcArgs) -> anyhow::Result<u8> {
+    if let Some(path) = &args.config {
+        let config = config::load(path)?;
+        let Some(kubernetes) = &config.kubernetes else {
+            return Err(crate::exit::Exit::usage(format!(
+                "{}: `agentguard gc --config` sweeps a cluster's namespace and needs engine = \"kubernetes\"; without --config it sweeps the local engines",
+                path.display()
+            ))
+            .into());
+        };
+        output::write_lines(crate::cluster::sweep(kubernetes, args.dry_run)?)?;
+        return Ok(exit::SUCCESS);
+    }
     let engines = Engine::installed();
     if engines.is_empty() {
         return Err(Error::NoEngine.into());

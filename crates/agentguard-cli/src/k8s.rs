@@ -16,6 +16,17 @@ pub(crate) fn run(command: &K8sCommand) -> anyhow::Result<u8> {
     }
 }
 
+/// The network of `name` on a cluster, once the name is known to be allowlisted and the egress
+/// settings make a policy, as for any run.
+pub(crate) fn checked_network(
+    config: &config::RunConfig,
+    name: &str,
+) -> anyhow::Result<agentguard_k8s::RunNetwork> {
+    config.spec.commands().get(name)?;
+    config.commands.sandbox(config.spec.clone(), None, false)?;
+    config.commands.k8s_network(name)
+}
+
 fn manifests(args: &K8sManifestsArgs) -> anyhow::Result<u8> {
     let config = config::load(&args.config)?;
     let Some(kubernetes) = &config.kubernetes else {
@@ -25,11 +36,8 @@ fn manifests(args: &K8sManifestsArgs) -> anyhow::Result<u8> {
         ))
         .into());
     };
-    // The name must be allowlisted, and the egress settings make a policy, as for any run.
-    config.spec.commands().get(&args.name)?;
-    config.commands.sandbox(config.spec.clone(), None, false)?;
-    let network = config.commands.k8s_network(&args.name)?;
     let identity = ContainerExecutor::new(config.spec.clone()).identity();
+    let network = checked_network(&config, &args.name)?;
     let request = RunRequest {
         spec: &config.spec,
         command: &args.name,

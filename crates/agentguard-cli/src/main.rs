@@ -5,6 +5,7 @@ mod args;
 mod audit;
 mod audit_log;
 mod classify;
+mod cluster;
 mod config;
 mod doctor;
 mod egress;

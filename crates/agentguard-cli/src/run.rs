@@ -7,10 +7,10 @@
 //! container by name before exiting.
 
 use agentguard_audit::{AuditSink, Decision, Event};
-use agentguard_container::RunStatus;
+use agentguard_container::{RunResult, RunStatus};
 use agentguard_sandbox::{Error as SandboxError, Finished};
 use anyhow::Context;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::args::RunArgs;
 use crate::audit_log;
@@ -28,7 +28,9 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let config = config::load(&args.config)?;
-    config.local_only("agentguard run")?;
+    if config.kubernetes.is_some() {
+        return crate::cluster::run(args, config);
+    }
     if args.dry_run {
         let sandbox = config.commands.sandbox(config.spec, None, false)?;
         let invocation = sandbox.invocation(&args.name, &sandbox.identity())?;
@@ -74,8 +76,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             )
             .into())
         }
-        Ok(Ok(finished)) => report(&finished, args.json),
-        Ok(Err(SandboxError::Failed(finished))) => report(&finished, args.json),
+        Ok(Ok(finished)) => finished_report(&finished, args.json),
+        Ok(Err(SandboxError::Failed(finished))) => finished_report(&finished, args.json),
         Ok(Err(other)) => {
             let context = format!("agentguard run {} ({})", args.name, other.reason());
             Err(anyhow::Error::new(other).context(context))
@@ -83,11 +85,22 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn report(finished: &Finished, json: bool) -> anyhow::Result<u8> {
-    let result = &finished.result;
+fn finished_report(finished: &Finished, json: bool) -> anyhow::Result<u8> {
+    // A `network = "none"` run has no proxy: nothing allowed, nothing refused.
+    let egress = finished.egress.unwrap_or_default();
+    let counts = json!({"allowed": egress.allowed, "denied": egress.denied});
+    report(&finished.result, counts, json, "container")
+}
+
+/// Prints the result (`--json`: one object, with `egress` as given) and returns the exit code
+/// of how the run ended; `unit` names what was killed (`container`, `Job`).
+pub(crate) fn report(
+    result: &RunResult,
+    egress: Value,
+    json: bool,
+    unit: &str,
+) -> anyhow::Result<u8> {
     if json {
-        // A `network = "none"` run has no proxy: nothing allowed, nothing refused.
-        let egress = finished.egress.unwrap_or_default();
         let value = json!({
             "command": result.command,
             "status": result.status.as_str(),
@@ -97,7 +110,7 @@ fn report(finished: &Finished, json: bool) -> anyhow::Result<u8> {
             "truncated": result.truncated,
             "duration_ms": result.duration.as_millis() as u64,
             "container": result.container,
-            "egress": {"allowed": egress.allowed, "denied": egress.denied},
+            "egress": egress,
         });
         output::write_lines([value.to_string()])?;
     }
@@ -107,14 +120,14 @@ fn report(finished: &Finished, json: bool) -> anyhow::Result<u8> {
         }
         RunStatus::TimedOut => {
             crate::output::note(&format!(
-                "agentguard: {} timed out; container {} killed and removed",
+                "agentguard: {} timed out; {unit} {} killed and removed",
                 result.command, result.container
             ));
             exit::TIMEOUT
         }
         RunStatus::OutputLimit => {
             crate::output::note(&format!(
-                "agentguard: {} exceeded the output limit; output truncated, container {} killed and removed",
+                "agentguard: {} exceeded the output limit; output truncated, {unit} {} killed and removed",
                 result.command, result.container
             ));
             exit::OUTPUT_LIMIT

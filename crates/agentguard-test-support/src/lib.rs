@@ -13,6 +13,7 @@ mod dns;
 mod echo;
 mod engine;
 pub mod index;
+mod kmock;
 mod listener;
 mod tls;
 
@@ -20,5 +21,6 @@ pub use clients::{CLIENT_ENV, clean_client_env};
 pub use dns::FakeDns;
 pub use echo::EchoServer;
 pub use engine::FakeEngine;
+pub use kmock::{KmockCluster, REQUIRE_KMOCK};
 pub use listener::RecordingListener;
 pub use tls::{Seen, TestCa, TlsUpstream};

@@ -58,6 +58,7 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
         // a cluster.
         let may_spawn = name.starts_with("crates/agentguard-container/")
             || name.starts_with("crates/agentguard-kubectl/")
+            || name.starts_with("crates/agentguard-test-support/")
             || name.starts_with("crates/agentguard-relay/")
             || name == "crates/agentguard-sandbox/build.rs"
             || name.starts_with("xtask/")
@@ -65,7 +66,7 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
             || is_test(&name);
         if !may_spawn && text.contains(&["Command", "::new("].concat()) {
             problems.push(format!(
-                "{name}: only agentguard-container, agentguard-kubectl and the relay (and xtask, tests, benchmark examples, the relay's build script) may spawn processes"
+                "{name}: only agentguard-container, agentguard-kubectl and the relay (and xtask, tests, benchmark examples, the relay's build script) may spawn processes; test-support's fixtures do too"
             ));
         }
         if !is_test(&name) {

@@ -135,16 +135,31 @@ fn what_a_cluster_cannot_do_is_refused_with_the_key_to_set() {
 fn a_cluster_config_never_runs_on_the_local_engine() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), BASE);
-    for args in [
-        vec!["run", "--config", &cfg, "run_tests"],
-        vec!["mcp", "--config", &cfg],
-    ] {
-        let out = agentguard(&args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("Nothing was started"),
-            "{}",
-            stderr(&out)
-        );
-    }
+    let out = agentguard(&["mcp", "--config", &cfg]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Nothing was started"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_weakening_not_accepted_refuses_the_run_before_kubectl_is_called() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), BASE);
+    // kubectl, if it were called, would find no cluster here.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentguard"))
+        .args(["run", "--config", &cfg, "run_tests"])
+        .env("KUBECONFIG", dir.path().join("none"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("`pids` is weakened")
+            && err.contains("accept_weakened")
+            && err.contains("Nothing was created"),
+        "{err}"
+    );
 }

@@ -2,6 +2,7 @@
 
 mod audit;
 mod classify;
+mod cluster;
 mod egress;
 mod egress_run;
 mod exit_codes;

@@ -1,17 +1,16 @@
 //! The kubectl executor end to end: the real `kubectl` against kmock's in-memory Kubernetes
-//! API on 127.0.0.1 (`tests/kmock_cluster.py`, from PyPI in the venv `cargo xtask setup`
-//! makes), with the pod's states and log scripted per test. Without the venv or kubectl the
-//! tests are SKIPPED loudly; `cargo xtask ci` sets `AGENTGUARD_REQUIRE_KMOCK=1`, which makes a
-//! skip a failure.
+//! API on 127.0.0.1 (`agentguard-test-support`'s `KmockCluster`, kmock from PyPI in the venv
+//! `cargo xtask setup` makes), with the pod's states and log scripted per test. Without the
+//! venv or kubectl the tests are SKIPPED loudly; `cargo xtask ci` sets
+//! `AGENTGUARD_REQUIRE_KMOCK=1`, which makes a skip a failure.
 
-mod cluster;
-
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentguard_container::{ContainerSpec, RunStatus};
 use agentguard_k8s::{EgressPlan, K8sSettings, RunNetwork, RunRequest, Weakened};
 use agentguard_kubectl::{Error, Kubectl, gc, run};
-use cluster::Cluster;
+use agentguard_test_support::KmockCluster as Cluster;
 use serde_json::json;
 
 const RUN: &str = "agentguard-1-2-3";
@@ -52,16 +51,20 @@ fn request<'a>(
 
 const ALL: &[Weakened] = Weakened::ALL;
 
+fn kubectl_for(cluster: &Cluster) -> Kubectl {
+    Kubectl::new(&settings()).with_kubeconfig(cluster.kubeconfig())
+}
+
 /// Runs `tests` against a cluster playing `scenario`; returns the result and the cluster.
 async fn run_in(
     scenario: serde_json::Value,
     timeout: Duration,
     cap: usize,
 ) -> Option<(agentguard_kubectl::Result<agentguard_kubectl::Ran>, Cluster)> {
-    let cluster = Cluster::start(scenario)?;
+    let cluster = Cluster::start("kubectl executor", &scenario.to_string())?;
     let spec = spec(timeout, cap);
     let labels = [gc::host_label()];
-    let kubectl = cluster.kubectl();
+    let kubectl = kubectl_for(&cluster);
     let outcome = run(
         &kubectl,
         &settings(),
@@ -86,7 +89,7 @@ async fn a_run_that_succeeds_reports_its_log_and_leaves_nothing() {
     assert_eq!(ran.result.stdout, b"1 passed\n");
     assert_eq!(ran.result.container, RUN);
     assert_eq!(ran.weakened, ALL);
-    cluster.assert_gone(RUN).await;
+    cluster.assert_gone(RUN);
     // What was created: the NetworkPolicy before the Job, both with the run's labels.
     let created = cluster.created();
     assert_eq!(created, ["networkpolicies", "jobs"], "{created:?}");
@@ -101,7 +104,7 @@ async fn a_non_zero_exit_is_the_commands_own_code() {
     let ran = ran.unwrap();
     assert_eq!(ran.result.status, RunStatus::Exited);
     assert_eq!(ran.result.exit_code, Some(3));
-    cluster.assert_gone(RUN).await;
+    cluster.assert_gone(RUN);
 }
 
 #[tokio::test]
@@ -113,7 +116,7 @@ async fn an_oom_kill_is_reported_as_killed_with_137() {
     let ran = ran.unwrap();
     assert_eq!(ran.result.status, RunStatus::Killed);
     assert_eq!(ran.result.exit_code, Some(137));
-    cluster.assert_gone(RUN).await;
+    cluster.assert_gone(RUN);
 }
 
 #[tokio::test]
@@ -126,7 +129,7 @@ async fn a_timeout_deletes_the_job() {
     assert_eq!(ran.result.status, RunStatus::TimedOut);
     assert_eq!(ran.result.exit_code, None);
     assert_eq!(ran.result.stdout, b"started\n");
-    cluster.assert_gone(RUN).await;
+    cluster.assert_gone(RUN);
 }
 
 #[tokio::test]
@@ -139,7 +142,7 @@ async fn output_over_the_cap_ends_the_run_and_keeps_the_cap() {
     assert_eq!(ran.result.status, RunStatus::OutputLimit);
     assert!(ran.result.truncated);
     assert_eq!(ran.result.stdout.len(), 4096);
-    cluster.assert_gone(RUN).await;
+    cluster.assert_gone(RUN);
 }
 
 #[tokio::test]
@@ -152,7 +155,7 @@ async fn an_api_error_names_what_the_server_said() {
     assert!(matches!(error, Error::Kubectl { .. }), "{error:?}");
     assert_eq!(error.reason(), "cluster_error");
     assert!(error.to_string().contains("forbidden"), "{error}");
-    cluster.assert_gone(RUN).await;
+    cluster.assert_gone(RUN);
 }
 
 #[tokio::test]
@@ -166,7 +169,7 @@ async fn a_pod_that_cannot_pull_its_image_fails_at_once() {
         matches!(&error, Error::NotStarted { reason, .. } if reason == "ImagePullBackOff"),
         "{error:?}"
     );
-    cluster.assert_gone(RUN).await;
+    cluster.assert_gone(RUN);
 }
 
 #[tokio::test]
@@ -191,13 +194,13 @@ async fn a_server_older_than_the_checked_schema_is_refused_before_anything_is_cr
 
 #[tokio::test]
 async fn a_weakening_not_accepted_is_refused_before_anything_is_created() {
-    let Some(cluster) = Cluster::start(json!({})) else {
+    let Some(cluster) = Cluster::start("weakening", "{}") else {
         return;
     };
     let spec = spec(Duration::from_secs(30), 4096);
     let labels = [];
     let refused = run(
-        &cluster.kubectl(),
+        &kubectl_for(&cluster),
         &settings(),
         &request(&spec, &labels, RunNetwork::None),
         &[Weakened::TmpNoexec],
@@ -210,30 +213,34 @@ async fn a_weakening_not_accepted_is_refused_before_anything_is_created() {
     assert!(cluster.created().is_empty(), "{:?}", cluster.created());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread")]
 async fn a_dropped_run_deletes_its_job() {
-    let Some(cluster) = Cluster::start(json!({"run_s": -1})) else {
+    let Some(cluster) = Cluster::start("dropped run", r#"{"run_s": -1}"#) else {
         return;
     };
+    let cluster = Arc::new(cluster);
     let spec = spec(Duration::from_secs(60), 4096);
     let labels = [];
-    let kubectl = cluster.kubectl();
+    let kubectl = kubectl_for(&cluster);
     let settings = settings();
     let request = request(&spec, &labels, RunNetwork::None);
     let running = run(&kubectl, &settings, &request, ALL);
+    let watcher = Arc::clone(&cluster);
     // Cancelled once the pod runs: the future is dropped mid-watch.
     tokio::select! {
         _ = running => panic!("the run ended by itself"),
-        () = cluster.until_running(RUN) => {}
+        _ = tokio::task::spawn_blocking(move || watcher.wait_running(RUN)) => {}
     }
-    cluster.assert_gone(RUN).await;
+    cluster.assert_gone(RUN);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread")]
 async fn an_egress_run_points_the_job_at_its_proxys_cluster_ip() {
-    let Some(cluster) = Cluster::start(json!({"pending_s": 1.0, "cluster_ip": "10.96.7.7"})) else {
+    let scenario = r#"{"pending_s": 1.0, "cluster_ip": "10.96.7.7"}"#;
+    let Some(cluster) = Cluster::start("egress run", scenario) else {
         return;
     };
+    let cluster = Arc::new(cluster);
     let spec = spec(Duration::from_secs(30), 4096);
     let labels = [];
     let network = RunNetwork::Egress(EgressPlan {
@@ -243,14 +250,14 @@ async fn an_egress_run_points_the_job_at_its_proxys_cluster_ip() {
         proxy_port: 3128,
         proxy_address: None,
     });
-    let kubectl = cluster.kubectl();
+    let kubectl = kubectl_for(&cluster);
     let settings = settings();
     let request = request(&spec, &labels, network);
-    let (ran, job) = tokio::join!(
-        run(&kubectl, &settings, &request, ALL),
-        cluster.job_when_created(RUN)
-    );
+    let watcher = Arc::clone(&cluster);
+    let job = tokio::task::spawn_blocking(move || watcher.wait_for("jobs.batch", RUN));
+    let (ran, job) = tokio::join!(run(&kubectl, &settings, &request, ALL), job);
     let ran = ran.unwrap().unwrap();
+    let job: serde_json::Value = serde_json::from_str(&job.unwrap()).unwrap();
     assert_eq!(ran.result.status, RunStatus::Exited);
     let env = job["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
     assert!(env.contains("http://10.96.7.7:3128"), "{env}");
@@ -264,16 +271,16 @@ async fn an_egress_run_points_the_job_at_its_proxys_cluster_ip() {
             "jobs"
         ]
     );
-    cluster.assert_gone(RUN).await;
-    cluster.assert_gone(&agentguard_k8s::proxy_name(RUN)).await;
+    cluster.assert_gone(RUN);
+    cluster.assert_gone(&agentguard_k8s::proxy_name(RUN));
 }
 
 #[tokio::test]
 async fn gc_deletes_the_runs_of_gone_owners_and_keeps_the_live_ones() {
-    let Some(cluster) = Cluster::start(json!({"run_s": -1})) else {
+    let Some(cluster) = Cluster::start("gc", r#"{"run_s": -1}"#) else {
         return;
     };
-    let kubectl = cluster.kubectl();
+    let kubectl = kubectl_for(&cluster);
     let (host_key, host) = gc::host_label();
     let far = (std::time::SystemTime::now() + Duration::from_secs(3600))
         .duration_since(std::time::UNIX_EPOCH)
@@ -314,8 +321,8 @@ async fn gc_deletes_the_runs_of_gone_owners_and_keeps_the_live_ones() {
     );
     assert!(stale[0].why.contains("gone"), "{stale:?}");
     assert!(stale[1].why.contains("deadline"), "{stale:?}");
-    cluster.assert_gone("agentguard-dead-1").await;
-    cluster.assert_gone("agentguard-late-1").await;
+    cluster.assert_gone("agentguard-dead-1");
+    cluster.assert_gone("agentguard-late-1");
     assert!(
         kubectl
             .get("jobs.batch", "agentguard-live-1")

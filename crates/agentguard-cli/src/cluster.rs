@@ -1,0 +1,148 @@
+//! `agentguard run` and `agentguard gc` for a config with `engine = "kubernetes"`: one Job per
+//! run through kubectl (`agentguard-kubectl`), the same exit statuses as a local engine, a
+//! `container_run` audit event that names the engine, the namespace and every weakened default.
+//!
+//! The log (stdout and stderr together, as the kubelet keeps it) is printed when the run
+//! ends, not streamed. SIGINT or SIGTERM drops the run, which starts the deletion of its
+//! objects before agentguard exits.
+
+use std::io::Write;
+
+use agentguard_audit::{AuditSink, Decision, Event, error_chain};
+use agentguard_container::ContainerExecutor;
+use agentguard_k8s::RunRequest;
+use agentguard_kubectl::{Kubectl, Ran, gc};
+use serde_json::Value;
+
+use crate::args::RunArgs;
+use crate::config::{KubernetesConfig, RunConfig};
+use crate::exit::{self, Exit};
+use crate::signal::{Shutdown, Stop};
+use crate::{audit_log, output};
+
+pub(crate) fn run(args: &RunArgs, config: RunConfig) -> anyhow::Result<u8> {
+    let Some(kubernetes) = &config.kubernetes else {
+        unreachable!("only called for a Kubernetes config");
+    };
+    let network = crate::k8s::checked_network(&config, &args.name)?;
+    let identity = ContainerExecutor::new(config.spec.clone()).identity();
+    let mut labels = identity.labels.clone();
+    labels.push(gc::host_label());
+    let request = RunRequest {
+        spec: &config.spec,
+        command: &args.name,
+        run_id: &identity.name,
+        labels: &labels,
+        network,
+        workspace_rw: config.workspace_rw,
+    };
+    if args.dry_run {
+        let manifests = agentguard_k8s::compile(&request, &kubernetes.settings)?;
+        let text = agentguard_k8s::yaml::documents(&manifests.documents());
+        output::write_lines([text.trim_end().to_owned()])?;
+        return Ok(exit::SUCCESS);
+    }
+    let audit = audit_log::for_runs(config.audit.as_ref())?;
+    let kubectl = Kubectl::new(&kubernetes.settings);
+    let record = |event: Event| -> anyhow::Result<()> {
+        if let Some(sink) = &audit {
+            sink.record(on_cluster(event, kubernetes, &identity.name))?;
+        }
+        Ok(())
+    };
+    let outcome = crate::run::runtime()?.block_on(async {
+        let mut shutdown = Shutdown::install()?;
+        let accepted = &kubernetes.accept_weakened;
+        tokio::select! {
+            outcome = agentguard_kubectl::run(&kubectl, &kubernetes.settings, &request, accepted) => anyhow::Ok(Ok(outcome)),
+            stop = shutdown.recv() => anyhow::Ok(Err(stop)),
+        }
+    })?;
+    finish(args, config.spec.image(), &identity.name, outcome, record)
+}
+
+/// Records and reports how the run ended.
+fn finish(
+    args: &RunArgs,
+    image: &str,
+    job: &str,
+    outcome: Result<agentguard_kubectl::Result<Result<Ran, agentguard_kubectl::NotAccepted>>, Stop>,
+    record: impl Fn(Event) -> anyhow::Result<()>,
+) -> anyhow::Result<u8> {
+    match outcome {
+        Err(stop) => {
+            record(
+                Event::container_run(Decision::Error, "interrupted", &args.name, image)
+                    .data("signal", stop.name()),
+            )?;
+            let code = match stop {
+                Stop::Interrupt => exit::INTERRUPTED,
+                Stop::Terminate => exit::TERMINATED,
+            };
+            let message = format!("{}: deleting Job {job}", stop.name());
+            Err(Exit::new(code, message).into())
+        }
+        Ok(Ok(Ok(ran))) => {
+            record(ran_event(&ran, &args.name, image))?;
+            if !args.json {
+                let mut out = std::io::stdout().lock();
+                // A closed stdout is the reader's choice; the exit status still says how it ended.
+                let _ = out.write_all(&ran.result.stdout).and_then(|()| out.flush());
+            }
+            crate::run::report(&ran.result, Value::Null, args.json, "Job")
+        }
+        Ok(Ok(Err(refused))) => {
+            let event =
+                Event::container_run(Decision::Deny, "weakened_not_accepted", &args.name, image)
+                    .data("weakened", vec![refused.0.name()]);
+            record(event)?;
+            Err(refused.into())
+        }
+        Ok(Err(error)) => {
+            let event = Event::container_run(Decision::Error, error.reason(), &args.name, image)
+                .data("message", error_chain(&error));
+            record(event)?;
+            let context = format!(
+                "agentguard run {} on Kubernetes ({})",
+                args.name,
+                error.reason()
+            );
+            Err(anyhow::Error::new(error).context(context))
+        }
+    }
+}
+
+/// The event of a run that happened, as the container executor records one.
+fn ran_event(ran: &Ran, name: &str, image: &str) -> Event {
+    let r = &ran.result;
+    let weakened: Vec<&str> = ran.weakened.iter().map(|w| w.name()).collect();
+    Event::container_run(Decision::Allow, r.status.as_str(), name, image)
+        .data("run_status", r.status.as_str())
+        .data("exit_code", r.exit_code)
+        .data("duration_ms", r.duration.as_millis() as u64)
+        .data("truncated", r.truncated)
+        .data("weakened", weakened)
+}
+
+/// Adds where the run went: the engine, the namespace, the Job.
+fn on_cluster(event: Event, kubernetes: &KubernetesConfig, job: &str) -> Event {
+    event
+        .data("engine", "kubernetes")
+        .data("namespace", kubernetes.settings.namespace.as_str())
+        .data("container", job)
+}
+
+/// `agentguard gc --config FILE` for a cluster: the stale runs of the namespace.
+pub(crate) fn sweep(kubernetes: &KubernetesConfig, dry_run: bool) -> anyhow::Result<Vec<String>> {
+    let kubectl = Kubectl::new(&kubernetes.settings);
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    let namespace = kubectl.namespace().to_owned();
+    let stale = crate::run::runtime()?.block_on(gc::sweep(&kubectl, dry_run))?;
+    if stale.is_empty() {
+        return Ok(vec![format!("kubernetes ({namespace}): nothing to delete")]);
+    }
+    Ok(stale
+        .into_iter()
+        .map(|s| format!("kubernetes ({namespace}): {verb} run {} ({})", s.run, s.why))
+        .collect())
+}

@@ -1,0 +1,188 @@
+//! `agentguard run` and `agentguard gc --config` on a cluster: the binary, the real kubectl and
+//! kmock's scripted API on 127.0.0.1 (`KmockCluster`): exit statuses as on a local engine, the
+//! JSON result, the audit event naming the engine, the namespace and what was weakened;
+//! SIGTERM deletes the Job; after SIGKILL the Job stays and `gc` deletes it.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use agentguard_test_support::KmockCluster;
+use serde_json::Value;
+
+use crate::stderr;
+
+fn config(dir: &Path, timeout: u32) -> String {
+    let audit = dir.join("audit.jsonl");
+    let text = format!(
+        r#"image = "localhost/tools@sha256:{}"
+engine = "kubernetes"
+timeout = {timeout}
+max_output_bytes = 4096
+
+[kubernetes]
+namespace = "agentguard"
+accept_weakened = ["tmp_noexec", "pids"]
+
+[commands]
+tests = ["python3", "-m", "pytest", "-q"]
+
+[audit]
+path = "{}"
+"#,
+        "a".repeat(64),
+        audit.display()
+    );
+    let path = dir.join("agentguard.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn agentguard(cluster: &KmockCluster, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentguard"));
+    command.args(args).env("KUBECONFIG", cluster.kubeconfig());
+    command
+}
+
+fn output(cluster: &KmockCluster, args: &[&str]) -> Output {
+    agentguard(cluster, args).output().unwrap()
+}
+
+fn audit(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The only Job in the namespace, once there is one.
+fn the_job(cluster: &KmockCluster) -> String {
+    for _ in 0..600 {
+        if let Some(name) = cluster.names("jobs.batch").into_iter().next() {
+            return name;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("no Job was created");
+}
+
+#[test]
+fn a_run_on_the_cluster_exits_with_the_commands_code_and_is_audited() {
+    let scenario = r#"{"logs": "1 failed, 1 passed\n", "exit_code": 1}"#;
+    let Some(cluster) = KmockCluster::start("cli run on a cluster", scenario) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 60);
+    let out = output(&cluster, &["run", "--config", &cfg, "tests", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["status"], "exited");
+    assert_eq!(result["exit_code"], 1);
+    assert_eq!(result["stdout"], "1 failed, 1 passed\n");
+    assert_eq!(result["egress"], Value::Null);
+    let job = result["container"].as_str().unwrap().to_owned();
+    cluster.assert_gone(&job);
+    let events = audit(dir.path());
+    let run = events
+        .iter()
+        .find(|e| e["kind"] == "container_run")
+        .unwrap();
+    assert_eq!(run["data"]["engine"], "kubernetes", "{run}");
+    assert_eq!(run["data"]["namespace"], "agentguard", "{run}");
+    assert_eq!(run["data"]["container"], job.as_str(), "{run}");
+    assert_eq!(
+        run["data"]["weakened"],
+        serde_json::json!(["tmp_noexec", "pids"]),
+        "{run}"
+    );
+    // Without --json the log is printed and the status is the same.
+    let out = output(&cluster, &["run", "--config", &cfg, "tests"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1 failed, 1 passed\n");
+    let verify = output(
+        &cluster,
+        &[
+            "audit",
+            "verify",
+            dir.path().join("audit.jsonl").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+}
+
+#[test]
+fn a_timeout_on_the_cluster_is_124_and_an_oom_kill_137() {
+    let Some(cluster) = KmockCluster::start("cli timeout on a cluster", r#"{"run_s": -1}"#) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 2);
+    let out = output(&cluster, &["run", "--config", &cfg, "tests"]);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(stderr(&out).contains("Job"), "{}", stderr(&out));
+    assert!(cluster.names("jobs.batch").is_empty());
+    drop(cluster);
+    let scenario = r#"{"exit_code": 137, "reason": "OOMKilled"}"#;
+    let Some(cluster) = KmockCluster::start("cli oom on a cluster", scenario) else {
+        return;
+    };
+    let out = output(&cluster, &["run", "--config", &cfg, "tests"]);
+    assert_eq!(out.status.code(), Some(137), "{}", stderr(&out));
+    assert!(stderr(&out).contains("OOM"), "{}", stderr(&out));
+}
+
+#[test]
+fn sigterm_deletes_the_job_and_after_sigkill_gc_does() {
+    let Some(cluster) = KmockCluster::start("cli signals on a cluster", r#"{"run_s": -1}"#) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 120);
+    let mut child = agentguard(&cluster, &["run", "--config", &cfg, "tests"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let job = the_job(&cluster);
+    cluster.wait_running(&job);
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    cluster.assert_gone(&job);
+
+    let mut child = agentguard(&cluster, &["run", "--config", &cfg, "tests"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let job = the_job(&cluster);
+    cluster.wait_running(&job);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        cluster.names("jobs.batch"),
+        std::slice::from_ref(&job),
+        "a SIGKILLed run leaves its Job"
+    );
+    let dry = output(&cluster, &["gc", "--config", &cfg, "--dry-run"]);
+    assert!(
+        String::from_utf8_lossy(&dry.stdout).contains(&format!("would delete run {job}")),
+        "{}",
+        String::from_utf8_lossy(&dry.stdout)
+    );
+    assert_eq!(cluster.names("jobs.batch"), std::slice::from_ref(&job));
+    let gc = output(&cluster, &["gc", "--config", &cfg]);
+    assert_eq!(gc.status.code(), Some(0), "{}", stderr(&gc));
+    let text = String::from_utf8_lossy(&gc.stdout);
+    assert!(
+        text.contains(&format!("deleted run {job}")) && text.contains("gone"),
+        "{text}"
+    );
+    cluster.assert_gone(&job);
+}
