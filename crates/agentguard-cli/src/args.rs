@@ -75,6 +75,19 @@ pub(crate) enum K8sCommand {
     /// Print, as YAML documents, what a run of NAME would apply: the Job, its NetworkPolicy,
     /// and for `network = "egress"` the proxy's Deployment, Service and NetworkPolicy.
     Manifests(K8sManifestsArgs),
+    /// The NetworkPolicy canary (run by `doctor` inside a pod under a deny-all policy): try
+    /// each TARGET (IP:PORT; default the API server, from KUBERNETES_SERVICE_HOST and _PORT),
+    /// exit 0 when none is reached, 1 when one is.
+    Canary(K8sCanaryArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct K8sCanaryArgs {
+    /// Seconds each connection attempt may take.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub(crate) timeout: u64,
+    /// IP:PORT to try.
+    pub(crate) targets: Vec<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,8 @@
 //! `agentguard doctor`: what this machine's engines can enforce, whether the relay of
 //! `network = "egress"` runs is present and static, and a trivial hardened run of the
-//! configured image when there is a config file.
+//! configured image when there is a config file; for a config with `engine = "kubernetes"`,
+//! the cluster's checks instead (`agentguard_kubectl::doctor`), the NetworkPolicy canary
+//! included.
 
 use std::path::PathBuf;
 
@@ -11,18 +13,34 @@ use crate::{config, exit, output};
 
 pub(crate) fn run() -> anyhow::Result<u8> {
     let runtime = crate::run::runtime()?;
+    let path = std::env::var_os("AGENTGUARD_CONFIG")
+        .map_or_else(|| PathBuf::from("agentguard.toml"), PathBuf::from);
+    // A cluster config is checked on its cluster; the local engines do not matter to it.
+    if path.exists()
+        && let Ok(config) = config::load(&path)
+        && let Some(kubernetes) = &config.kubernetes
+    {
+        let kubectl = agentguard_kubectl::Kubectl::new(&kubernetes.settings);
+        let gvisor = config.spec.runtime().is_some_and(|r| r.is_gvisor());
+        let identity = agentguard_container::ContainerExecutor::new(config.spec.clone()).identity();
+        let mut labels = identity.labels.clone();
+        labels.push(agentguard_kubectl::gc::host_label());
+        let findings = runtime.block_on(agentguard_kubectl::doctor::diagnose(
+            &kubectl,
+            &kubernetes.settings,
+            gvisor,
+            &kubernetes.accept_weakened,
+            &labels,
+        ));
+        let failed = findings.iter().any(|f| f.level == Level::Fail);
+        write(findings)?;
+        return Ok(if failed { exit::FAILURE } else { exit::SUCCESS });
+    }
     let mut findings = runtime.block_on(doctor::diagnose());
     findings.push(relay());
     // The trivial hardened run uses the image of the config in use, when there is one.
-    let path = std::env::var_os("AGENTGUARD_CONFIG")
-        .map_or_else(|| PathBuf::from("agentguard.toml"), PathBuf::from);
     if path.exists() {
         match config::load(&path) {
-            Ok(config) if config.kubernetes.is_some() => findings.push(Finding {
-                level: Level::Warn,
-                what: format!("{}: engine = \"kubernetes\": the cluster checks (kubectl, RuntimeClass, Pod Security, a NetworkPolicy canary) are not in this build, and no local trial run is made for a cluster config", path.display()),
-                fix: "review `agentguard k8s manifests` and docs/kubernetes.md".into(),
-            }),
             Ok(config) => findings.push(runtime.block_on(doctor::trial_run(&config.spec))),
             Err(e) => findings.push(Finding {
                 level: Level::Fail,

@@ -6,13 +6,14 @@
 use agentguard_container::ContainerExecutor;
 use agentguard_k8s::{RunRequest, compile, yaml};
 
-use crate::args::{K8sCommand, K8sManifestsArgs};
+use crate::args::{K8sCanaryArgs, K8sCommand, K8sManifestsArgs};
 use crate::exit::{self, Exit};
 use crate::{config, output};
 
 pub(crate) fn run(command: &K8sCommand) -> anyhow::Result<u8> {
     match command {
         K8sCommand::Manifests(args) => manifests(args),
+        K8sCommand::Canary(args) => canary(args),
     }
 }
 
@@ -63,4 +64,49 @@ fn manifests(args: &K8sManifestsArgs) -> anyhow::Result<u8> {
         .trim_end()
         .to_owned()])?;
     Ok(exit::SUCCESS)
+}
+
+/// `agentguard k8s canary`: one TCP connection attempt to each target; any that connects means
+/// NetworkPolicy did not block it.
+fn canary(args: &K8sCanaryArgs) -> anyhow::Result<u8> {
+    let mut targets = args.targets.clone();
+    if targets.is_empty() {
+        let host = std::env::var("KUBERNETES_SERVICE_HOST").unwrap_or_default();
+        let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_default();
+        match format!("{host}:{port}")
+            .parse()
+            .or_else(|_| format!("[{host}]:{port}").parse())
+        {
+            Ok(api) => targets.push(api),
+            Err(_) => {
+                return Err(Exit::usage(
+                    "no target: give IP:PORT, or run in a pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT name the API server)",
+                )
+                .into());
+            }
+        }
+    }
+    let limit = std::time::Duration::from_secs(args.timeout);
+    let lines = crate::run::runtime()?.block_on(async {
+        let mut lines = Vec::new();
+        for target in &targets {
+            let attempt = tokio::time::timeout(limit, tokio::net::TcpStream::connect(target));
+            lines.push(match attempt.await {
+                Ok(Ok(_)) => (true, format!("REACHED {target}")),
+                Ok(Err(e)) => (false, format!("blocked {target} ({e})")),
+                Err(_) => (
+                    false,
+                    format!("blocked {target} (no answer in {} s)", args.timeout),
+                ),
+            });
+        }
+        lines
+    });
+    let reached = lines.iter().any(|(reached, _)| *reached);
+    output::write_lines(lines.into_iter().map(|(_, line)| line))?;
+    Ok(if reached {
+        exit::FAILURE
+    } else {
+        exit::SUCCESS
+    })
 }

@@ -60,6 +60,24 @@ pub enum Error {
         /// What the kubelet said.
         message: String,
     },
+    /// NetworkPolicy enforcement in the namespace is not proven by a recent canary.
+    #[error(
+        "NetworkPolicy enforcement in namespace {namespace} is not proven: {why}; run `agentguard doctor` with this config (its canary must be blocked). Nothing was created."
+    )]
+    Unproven {
+        /// The namespace.
+        namespace: String,
+        /// What the record says.
+        why: String,
+    },
+    /// The canary needs the agentguard image.
+    #[error(
+        "the NetworkPolicy canary runs `agentguard k8s canary` in [kubernetes] proxy_image, which is not set; set it to an image with agentguard on its PATH"
+    )]
+    NoCanaryImage,
+    /// The canary ended in a way that says nothing about the policy.
+    #[error("the NetworkPolicy canary gave no verdict: {0}")]
+    Canary(String),
     /// The egress proxy of the run did not become ready.
     #[error("the run's egress proxy {name} was not ready within {seconds} s: {what}")]
     ProxyNotReady {
@@ -86,6 +104,8 @@ impl Error {
             Error::ServerTooOld { .. } => "cluster_too_old",
             Error::NotStarted { .. } => "pod_not_started",
             Error::ProxyNotReady { .. } => "proxy_not_ready",
+            Error::Unproven { .. } => "networkpolicy_unproven",
+            Error::NoCanaryImage | Error::Canary(_) => "canary_failed",
         }
     }
 }

@@ -189,6 +189,18 @@ impl Kubectl {
             .collect())
     }
 
+    /// Deletes `resource/name`, if it exists.
+    pub async fn delete(&self, resource: &str, name: &str) -> Result<()> {
+        let args = [
+            "delete",
+            resource,
+            name,
+            "--ignore-not-found",
+            "--wait=false",
+        ];
+        self.call(&args, None).await.map(drop)
+    }
+
     /// Deletes every object of run `run` (in the background: the Job's pods follow it).
     pub async fn delete_run(&self, run: &str) -> Result<()> {
         let selector = format!("{LABEL_RUN}={run}");
@@ -220,22 +232,31 @@ impl Kubectl {
         }
     }
 
-    /// The server's version, refused when older than the manifests are checked against.
-    pub async fn check_server(&self) -> Result<(u32, u32)> {
+    /// kubectl's own version and the server's, as (major, minor) pairs.
+    pub async fn versions(&self) -> Result<((u32, u32), (u32, u32))> {
         let args = ["version", "-o", "json"];
         let version = self.json(&args).await?.unwrap_or_default();
-        let server = &version["serverVersion"];
-        let number = |key: &str| -> Option<u32> {
-            let text = server[key].as_str()?;
-            let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse().ok()
+        let pair = |which: &str| -> Result<(u32, u32)> {
+            let side = &version[which];
+            let number = |key: &str| -> Option<u32> {
+                let text = side[key].as_str()?;
+                let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().ok()
+            };
+            match (number("major"), number("minor")) {
+                (Some(major), Some(minor)) => Ok((major, minor)),
+                _ => Err(Error::Answer {
+                    args: args.join(" "),
+                    why: format!("no {which} in {side}"),
+                }),
+            }
         };
-        let (Some(major), Some(minor)) = (number("major"), number("minor")) else {
-            return Err(Error::Answer {
-                args: args.join(" "),
-                why: format!("no server version in {server}"),
-            });
-        };
+        Ok((pair("clientVersion")?, pair("serverVersion")?))
+    }
+
+    /// The server's version, refused when older than the manifests are checked against.
+    pub async fn check_server(&self) -> Result<(u32, u32)> {
+        let (_, (major, minor)) = self.versions().await?;
         if major != 1 || minor < MIN_MINOR {
             return Err(Error::ServerTooOld { major, minor });
         }

@@ -10,6 +10,8 @@
 
 #![warn(missing_docs)]
 
+pub mod canary;
+pub mod doctor;
 mod error;
 pub mod gc;
 mod kubectl;

@@ -40,12 +40,33 @@ pub struct Ran {
 )]
 pub struct NotAccepted(pub Weakened);
 
-/// Runs `request` on the cluster.
+/// Runs `request` on the cluster, once the namespace's NetworkPolicy canary is recorded as
+/// blocked (see [`crate::canary`]).
 pub async fn run(
     kubectl: &Kubectl,
     settings: &K8sSettings,
     request: &RunRequest<'_>,
     accepted: &[Weakened],
+) -> Result<std::result::Result<Ran, NotAccepted>> {
+    run_checked(kubectl, settings, request, accepted, true).await
+}
+
+/// [`run`] without the canary's proof: for the canary itself.
+pub(crate) async fn run_unproven(
+    kubectl: &Kubectl,
+    settings: &K8sSettings,
+    request: &RunRequest<'_>,
+    accepted: &[Weakened],
+) -> Result<std::result::Result<Ran, NotAccepted>> {
+    run_checked(kubectl, settings, request, accepted, false).await
+}
+
+async fn run_checked(
+    kubectl: &Kubectl,
+    settings: &K8sSettings,
+    request: &RunRequest<'_>,
+    accepted: &[Weakened],
+    proven: bool,
 ) -> Result<std::result::Result<Ran, NotAccepted>> {
     let started = Instant::now();
     let manifests = compile(request, settings)?;
@@ -53,6 +74,12 @@ pub async fn run(
         return Ok(Err(NotAccepted(*refused)));
     }
     kubectl.check_server().await?;
+    if proven && let Some(why) = crate::canary::unproven(kubectl).await? {
+        return Err(Error::Unproven {
+            namespace: kubectl.namespace().to_owned(),
+            why,
+        });
+    }
     let cleanup = Cleanup {
         kubectl,
         run: request.run_id,

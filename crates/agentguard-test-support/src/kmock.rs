@@ -67,11 +67,12 @@ impl KmockCluster {
             .expect("starting the kmock cluster");
         let stdin = child.stdin.take().expect("stdin");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let first = lines.next().and_then(Result::ok).unwrap_or_default();
-        let url = first
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("the cluster's first line: {first:?}"))
-            .to_owned();
+        // The objects the fixture seeds are announced before it listens: not the clients'.
+        let url = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|line| line.strip_prefix("listening ").map(str::to_owned))
+            .expect("the cluster never said where it listens");
         assert!(url.starts_with("http://127.0.0.1:"), "{url}");
         let created = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&created);

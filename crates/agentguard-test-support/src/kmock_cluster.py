@@ -17,6 +17,10 @@ Scenario keys (all optional):
   waiting       a waiting reason for a Pod that never starts ("ImagePullBackOff")
   create_error  an HTTP status every Job create is answered with (403)
   version       the server's minor version (33)
+  psa           the namespace's pod-security.kubernetes.io/enforce label ("restricted")
+  runtime_classes  {name: handler} created at start ({})
+  canary        the recorded NetworkPolicy canary verdict: "blocked" (default), "reached",
+                "stale" (blocked, two days ago) or null (none recorded)
 
 Fixes to kmock 0.8 for kubectl: the core group's discovery says `groupVersion: v1` (kmock
 writes "/v1", which kubectl cannot parse) and lists only core resources; lists carry `kind`.
@@ -27,6 +31,7 @@ import json
 import random
 import string
 import sys
+import time
 
 import aiohttp
 import kmock
@@ -145,6 +150,22 @@ async def lifecycle(http, path, headers):
     await http.patch(path, json={"status": status}, headers=headers)
 
 
+async def seed(base):
+    """The objects a prepared cluster has: the namespace, RuntimeClasses, the canary record."""
+    async with aiohttp.ClientSession(base_url=base) as http:
+        for name, handler in SCENARIO.get("runtime_classes", {}).items():
+            rc = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name}, "handler": handler}
+            await http.post("/apis/node.k8s.io/v1/runtimeclasses", json=rc)
+        canary = SCENARIO.get("canary", "blocked")
+        if canary is not None:
+            at = int(time.time()) - (2 * 86400 if canary == "stale" else 0)
+            result = "reached" if canary == "reached" else "blocked"
+            record = {"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "agentguard-networkpolicy-canary", "namespace": NAMESPACE},
+                      "data": {"result": result, "checked_at": str(at), "detail": "10.96.0.1:443" if result == "reached" else ""}}
+            await http.post(f"/api/v1/namespaces/{NAMESPACE}/configmaps", json=record)
+
+
 async def main():
     cluster = Cluster()
     cluster.resources.load_bundled()
@@ -153,6 +174,13 @@ async def main():
     cluster.resources.clear()
     for resource, info in keep:
         cluster.resources[resource] = info
+    # kmock 0.8 cannot store Namespaces (it reads `namespaces/NAME` as a namespace prefix):
+    # the one namespace is a fixed answer.
+    labels = {"kubernetes.io/metadata.name": NAMESPACE}
+    if SCENARIO.get("psa", "restricted"):
+        labels["pod-security.kubernetes.io/enforce"] = SCENARIO.get("psa", "restricted")
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": labels}}
+    cluster[f"get /api/v1/namespaces/{NAMESPACE}"] << namespace
     log = SCENARIO.get("logs", "") * SCENARIO.get("log_repeat", 1)
     cluster[kmock.subresource("log")] << (lambda request: log.encode())
     if "create_error" in SCENARIO:
@@ -162,6 +190,7 @@ async def main():
         cluster[f"post /apis/batch/v1/namespaces/{NAMESPACE}/jobs"] << code << status
     async with cluster, kmock.Server(cluster) as server:
         base = str(server.url).rstrip("/")
+        await seed(base)
         task = asyncio.ensure_future(controller(base))
         print(f"listening {base}", flush=True)
         loop = asyncio.get_running_loop()

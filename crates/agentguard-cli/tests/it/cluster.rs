@@ -23,6 +23,7 @@ max_output_bytes = 4096
 [kubernetes]
 namespace = "agentguard"
 accept_weakened = ["tmp_noexec", "pids"]
+proxy_image = "localhost/agentguard@sha256:{}"
 
 [commands]
 tests = ["python3", "-m", "pytest", "-q"]
@@ -31,6 +32,7 @@ tests = ["python3", "-m", "pytest", "-q"]
 path = "{}"
 "#,
         "a".repeat(64),
+        "b".repeat(64),
         audit.display()
     );
     let path = dir.join("agentguard.toml");
@@ -185,4 +187,76 @@ fn sigterm_deletes_the_job_and_after_sigkill_gc_does() {
         "{text}"
     );
     cluster.assert_gone(&job);
+}
+
+#[test]
+fn the_canary_reports_what_it_reached() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let open = listener.local_addr().unwrap().to_string();
+    let closed = {
+        let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        gone.local_addr().unwrap().to_string()
+    };
+    let canary = |targets: &[&str], env: &[(&str, &str)]| {
+        Command::new(env!("CARGO_BIN_EXE_agentguard"))
+            .args(["k8s", "canary", "--timeout", "2"])
+            .args(targets)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let out = canary(&[&closed], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with(&format!("blocked {closed}")));
+    let out = canary(&[&closed, &open], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("REACHED {open}")));
+    // In a pod, the API server's Service is the default target.
+    let port = open.rsplit(':').next().unwrap();
+    let out = canary(
+        &[],
+        &[
+            ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
+            ("KUBERNETES_SERVICE_PORT", port),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = canary(&[], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no target"), "{}", stderr(&out));
+}
+
+#[test]
+fn doctor_checks_the_cluster_of_a_kubernetes_config_and_its_canary_lets_runs_go() {
+    let scenario = r#"{"canary": null, "logs": "blocked 10.96.0.1:443 (no answer in 3 s)\n"}"#;
+    let Some(cluster) = KmockCluster::start("cli doctor on a cluster", scenario) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 60);
+    // Before the canary has run, runs are refused.
+    let out = output(&cluster, &["run", "--config", &cfg, "tests"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("agentguard doctor"),
+        "{}",
+        stderr(&out)
+    );
+    let out = agentguard(&cluster, &["doctor"])
+        .env("AGENTGUARD_CONFIG", &cfg)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    for expected in [
+        "ok   namespace agentguard exists",
+        "ok   NetworkPolicy is enforced in agentguard",
+        "warn `pids` is weakened",
+    ] {
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
+    let out = output(&cluster, &["run", "--config", &cfg, "tests"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }

@@ -342,3 +342,149 @@ async fn kubectl_missing_is_named() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_run_refuses_until_a_blocked_canary_verdict_is_recorded() {
+    for (canary, says) in [
+        ("null", "no canary verdict"),
+        ("\"reached\"", "reached what NetworkPolicy should block"),
+        ("\"stale\"", "h old"),
+    ] {
+        let scenario = format!(r#"{{"canary": {canary}}}"#);
+        let Some(cluster) = Cluster::start("unproven namespace", &scenario) else {
+            return;
+        };
+        let spec = spec(Duration::from_secs(30), 4096);
+        let labels = [];
+        let error = run(
+            &kubectl_for(&cluster),
+            &settings(),
+            &request(&spec, &labels, RunNetwork::None),
+            ALL,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            error.reason(),
+            "networkpolicy_unproven",
+            "{canary}: {error}"
+        );
+        assert!(error.to_string().contains(says), "{canary}: {error}");
+        assert!(error.to_string().contains("agentguard doctor"), "{error}");
+        assert!(
+            cluster.created().is_empty(),
+            "{canary}: {:?}",
+            cluster.created()
+        );
+    }
+}
+
+fn levels(findings: &[agentguard_container::doctor::Finding]) -> Vec<String> {
+    findings
+        .iter()
+        .map(|f| format!("{:?} {}", f.level, f.what))
+        .collect()
+}
+
+#[tokio::test]
+async fn doctor_proves_the_policy_with_its_canary_and_runs_follow_the_verdict() {
+    use agentguard_container::doctor::Level;
+    let scenario = r#"{"canary": null, "runtime_classes": {"gvisor": "runsc"}, "logs": "blocked 10.96.0.1:443 (no answer in 3 s)\n"}"#;
+    let Some(cluster) = Cluster::start("doctor, blocked", scenario) else {
+        return;
+    };
+    let kubectl = kubectl_for(&cluster);
+    let mut with_class = settings();
+    with_class.runtime_class = Some("gvisor".into());
+    let labels = [gc::host_label()];
+    let findings =
+        agentguard_kubectl::doctor::diagnose(&kubectl, &with_class, true, ALL, &labels).await;
+    let seen = levels(&findings);
+    assert!(findings.iter().all(|f| f.level != Level::Fail), "{seen:#?}");
+    for expected in [
+        "within one minor version",
+        "namespace agentguard exists",
+        "enforces Pod Security `restricted`",
+        "RuntimeClass gvisor exists with handler runsc",
+        "NetworkPolicy is enforced in agentguard",
+    ] {
+        assert!(
+            seen.iter().any(|s| s.contains(expected)),
+            "{expected}: {seen:#?}"
+        );
+    }
+    // The canary ran as a sandbox run (its NetworkPolicy first) and is gone.
+    assert_eq!(cluster.created()[..2], ["networkpolicies", "jobs"]);
+    assert!(cluster.names("jobs.batch").is_empty());
+    // The verdict lets runs go ahead.
+    let spec = spec(Duration::from_secs(30), 4096);
+    let ran = run(
+        &kubectl,
+        &settings(),
+        &request(&spec, &labels, RunNetwork::None),
+        ALL,
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(ran.result.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn a_canary_that_gets_through_fails_doctor_and_refuses_runs() {
+    let scenario =
+        r#"{"canary": null, "psa": "baseline", "exit_code": 1, "logs": "REACHED 10.96.0.1:443\n"}"#;
+    let Some(cluster) = Cluster::start("doctor, reached", scenario) else {
+        return;
+    };
+    let kubectl = kubectl_for(&cluster);
+    let mut with_class = settings();
+    with_class.runtime_class = Some("gvisor".into());
+    let labels = [gc::host_label()];
+    let findings = agentguard_kubectl::doctor::diagnose(
+        &kubectl,
+        &with_class,
+        true,
+        &[Weakened::TmpNoexec],
+        &labels,
+    )
+    .await;
+    let seen = levels(&findings);
+    let fails: Vec<&String> = seen.iter().filter(|s| s.starts_with("Fail")).collect();
+    assert!(
+        fails
+            .iter()
+            .any(|s| s.contains("NOT enforced") && s.contains("REACHED 10.96.0.1:443")),
+        "{seen:#?}"
+    );
+    assert!(
+        fails
+            .iter()
+            .any(|s| s.contains("RuntimeClass gvisor does not exist")),
+        "{seen:#?}"
+    );
+    assert!(
+        fails
+            .iter()
+            .any(|s| s.contains("`pids` is weakened") && s.contains("not accepted")),
+        "{seen:#?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|s| s.starts_with("Warn") && s.contains("`baseline`")),
+        "{seen:#?}"
+    );
+    let spec = spec(Duration::from_secs(30), 4096);
+    let error = run(
+        &kubectl,
+        &settings(),
+        &request(&spec, &labels, RunNetwork::None),
+        ALL,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("REACHED 10.96.0.1:443"),
+        "{error}"
+    );
+}
