@@ -148,13 +148,19 @@ async fn on_a_real_cluster_exit_codes_and_the_memory_limit_hold_and_nothing_is_l
         .await;
     assert_eq!(ran.result.status, RunStatus::Killed, "{:?}", ran.result);
     assert_eq!(ran.result.exit_code, Some(137));
-    let left = gc::sweep(&real.kubectl, true).await.unwrap();
-    let mine: Vec<_> = left
+    let jobs = real
+        .kubectl
+        .list(
+            "jobs.batch",
+            &[("app.kubernetes.io/managed-by", "agentguard")],
+        )
+        .await
+        .unwrap();
+    let prefix = format!("agentguard-e2e-{}-", std::process::id());
+    let mine: Vec<_> = jobs
         .iter()
-        .filter(|s| {
-            s.run
-                .starts_with(&format!("agentguard-e2e-{}-", std::process::id()))
-        })
+        .filter_map(|j| j["metadata"]["name"].as_str())
+        .filter(|name| name.starts_with(&prefix))
         .collect();
     assert!(mine.is_empty(), "{mine:?}");
 }
