@@ -45,6 +45,9 @@ pub(crate) fn objects(
     let mut argv = vec![
         "agentguard".to_owned(),
         "egress-proxy".to_owned(),
+        // Each refusal and each tunnel's end on stderr, for the cluster's log pipeline: the
+        // pod has no audit log (its root is read-only, and a file would go with the pod).
+        "-v".to_owned(),
         "--bind".to_owned(),
         "0.0.0.0".to_owned(),
         "--port".to_owned(),
