@@ -42,26 +42,7 @@ pub(crate) fn objects(
     } else {
         plan.ports.clone()
     };
-    let mut argv = vec![
-        "agentguard".to_owned(),
-        "egress-proxy".to_owned(),
-        // Each refusal and each tunnel's end on stderr, for the cluster's log pipeline: the
-        // pod has no audit log (its root is read-only, and a file would go with the pod).
-        "-v".to_owned(),
-        "--bind".to_owned(),
-        "0.0.0.0".to_owned(),
-        "--port".to_owned(),
-        plan.proxy_port.to_string(),
-    ];
-    for host in &plan.hosts {
-        argv.extend(["--allow".to_owned(), host.clone()]);
-    }
-    for port in &ports {
-        argv.extend(["--allow-port".to_owned(), port.to_string()]);
-    }
-    for cidr in &plan.cidrs {
-        argv.extend(["--allow-cidr".to_owned(), cidr.clone()]);
-    }
+    let argv = proxy_argv(plan, &ports);
     let mut pod = restricted_pod(65534, 65534);
     pod.insert("terminationGracePeriodSeconds".into(), json!(15));
     let resources = json!({"cpu": PROXY_CPU, "memory": PROXY_MEMORY});
@@ -163,4 +144,31 @@ fn policy(
             ],
         },
     }))
+}
+
+/// `agentguard egress-proxy` with the run's allowlist. `-v`: each refusal and each tunnel's end
+/// on stderr, for the cluster's log pipeline, since the pod has no audit log (its root is
+/// read-only, and a file there would go with the pod).
+fn proxy_argv(plan: &EgressPlan, ports: &[u16]) -> Vec<String> {
+    let mut argv: Vec<String> = [
+        "agentguard",
+        "egress-proxy",
+        "-v",
+        "--bind",
+        "0.0.0.0",
+        "--port",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    argv.push(plan.proxy_port.to_string());
+    for host in &plan.hosts {
+        argv.extend(["--allow".to_owned(), host.clone()]);
+    }
+    for port in ports {
+        argv.extend(["--allow-port".to_owned(), port.to_string()]);
+    }
+    for cidr in &plan.cidrs {
+        argv.extend(["--allow-cidr".to_owned(), cidr.clone()]);
+    }
+    argv
 }
