@@ -163,3 +163,22 @@ fn a_weakening_not_accepted_refuses_the_run_before_kubectl_is_called() {
         "{err}"
     );
 }
+
+#[test]
+fn a_dry_run_on_a_cluster_prints_the_manifests_without_calling_kubectl() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), BASE);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentguard"))
+        .args(["run", "--config", &cfg, "run_tests", "--dry-run"])
+        .env("KUBECONFIG", dir.path().join("none"))
+        .env("PATH", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("kind: \"NetworkPolicy\"") && text.contains("kind: \"Job\""),
+        "{text}"
+    );
+    assert!(text.contains("agentguard.dev/host"), "{text}");
+}
