@@ -119,8 +119,12 @@ async fn create_and_watch(
     mut manifests: Manifests,
     started: Instant,
 ) -> Result<Watched> {
-    if let (Some(proxy), RunNetwork::Egress(plan)) = (manifests.proxy.clone(), &request.network) {
-        kubectl.create(&proxy).await?;
+    if let (Some([policy, deployment, service]), RunNetwork::Egress(plan)) =
+        (manifests.proxy.clone(), &request.network)
+    {
+        // One call per step: kubectl creates the rest of a List when one item is refused.
+        kubectl.create(&[policy]).await?;
+        kubectl.create(&[deployment, service]).await?;
         let address = proxy_address(kubectl, request.run_id).await?;
         let mut plan = plan.clone();
         plan.proxy_address = Some(address);
@@ -130,10 +134,10 @@ async fn create_and_watch(
         };
         manifests = compile(&with_address, settings)?;
     }
-    // The policy first: the pod never exists without it.
-    kubectl
-        .create(&[manifests.network_policy.clone(), manifests.job.clone()])
-        .await?;
+    // The policy first, and alone: kubectl goes on with the rest of a List when an item is
+    // refused, and the pod must never exist without its policy.
+    kubectl.create(&[manifests.network_policy.clone()]).await?;
+    kubectl.create(&[manifests.job.clone()]).await?;
     let deadline = started + request.spec.timeout();
     watch(
         kubectl,

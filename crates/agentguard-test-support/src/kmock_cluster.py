@@ -15,7 +15,8 @@ Scenario keys (all optional):
   pending_s     seconds Pending before Running (0.2)
   run_s         seconds Running before Terminated (0.3); a negative value never terminates
   waiting       a waiting reason for a Pod that never starts ("ImagePullBackOff")
-  create_error  an HTTP status every Job create is answered with (403)
+  create_error  an HTTP status every create of `refuse` is answered with (403)
+  refuse        what create_error refuses: "jobs" (default) or "networkpolicies"
   version       the server's minor version (33)
   psa           the namespace's pod-security.kubernetes.io/enforce label ("restricted")
   runtime_classes  {name: handler} created at start ({})
@@ -185,9 +186,11 @@ async def main():
     cluster[kmock.subresource("log")] << (lambda request: log.encode())
     if "create_error" in SCENARIO:
         code = SCENARIO["create_error"]
+        refuse = SCENARIO.get("refuse", "jobs")
+        group = {"jobs": "batch/v1", "networkpolicies": "networking.k8s.io/v1"}[refuse]
         status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
-                  "reason": "Forbidden", "message": "jobs.batch is forbidden: scripted"}
-        cluster[f"post /apis/batch/v1/namespaces/{NAMESPACE}/jobs"] << code << status
+                  "reason": "Forbidden", "message": f"{refuse} is forbidden: scripted"}
+        cluster[f"post /apis/{group}/namespaces/{NAMESPACE}/{refuse}"] << code << status
     async with cluster, kmock.Server(cluster) as server:
         base = str(server.url).rstrip("/")
         await seed(base)

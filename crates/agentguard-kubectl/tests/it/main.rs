@@ -488,3 +488,23 @@ async fn a_canary_that_gets_through_fails_doctor_and_refuses_runs() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_refused_network_policy_means_no_job_is_created() {
+    let scenario = json!({"create_error": 403, "refuse": "networkpolicies"});
+    let Some((ran, cluster)) = run_in(scenario, Duration::from_secs(30), 4096).await else {
+        return;
+    };
+    let error = ran.unwrap_err();
+    assert!(
+        error.to_string().contains("networkpolicies is forbidden"),
+        "{error}"
+    );
+    // kubectl would have created the Job of a List whose policy was refused.
+    assert!(
+        !cluster.created().contains(&"jobs".to_owned()),
+        "{:?}",
+        cluster.created()
+    );
+    assert!(cluster.names("jobs.batch").is_empty());
+}
