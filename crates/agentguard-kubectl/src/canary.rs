@@ -31,7 +31,8 @@ pub enum Verdict {
     Reached(String),
 }
 
-fn now() -> u64 {
+/// Seconds since the epoch, as the deadline and canary labels hold them.
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()

@@ -5,8 +5,6 @@
 //! host and is gone, or its deadline has passed (from any host); stale runs are deleted by
 //! their run label.
 
-use std::time::SystemTime;
-
 use agentguard_container::gc::stale_why;
 use agentguard_container::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START};
 use agentguard_k8s::LABEL_RUN;
@@ -59,10 +57,7 @@ pub async fn sweep(kubectl: &Kubectl, dry_run: bool) -> Result<Vec<StaleRun>> {
             &[("app.kubernetes.io/managed-by", "agentguard")],
         )
         .await?;
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
+    let now = crate::canary::now();
     let (_, here) = host_label();
     let mut stale = Vec::new();
     for job in &jobs {

@@ -203,26 +203,17 @@ impl Kubectl {
 
     /// Deletes every object of run `run` (in the background: the Job's pods follow it).
     pub async fn delete_run(&self, run: &str) -> Result<()> {
-        let selector = format!("{LABEL_RUN}={run}");
-        let args = [
-            "delete",
-            RUN_RESOURCES,
-            "-l",
-            &selector,
-            "--ignore-not-found",
-            "--wait=false",
-        ];
-        self.call(&args, None).await.map(drop)
+        let selector = run_selector(run);
+        self.call(&delete_run_args(&selector), None).await.map(drop)
     }
 
     /// Starts the deletion of run `run` without waiting for it: for a run whose future is
     /// dropped (cancellation, SIGTERM), so the objects go even when this process ends next.
     pub fn delete_run_detached(&self, run: &str) {
-        let selector = format!("{LABEL_RUN}={run}");
+        let selector = run_selector(run);
         let spawned = std::process::Command::new(&self.program)
             .args(self.global())
-            .args(["delete", RUN_RESOURCES, "-l", &selector])
-            .args(["--ignore-not-found", "--wait=false"])
+            .args(delete_run_args(&selector))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -262,4 +253,22 @@ impl Kubectl {
         }
         Ok((major, minor))
     }
+}
+
+/// The label selector of every object of run `run`.
+fn run_selector(run: &str) -> String {
+    format!("{LABEL_RUN}={run}")
+}
+
+/// `kubectl delete` of every object `selector` matches, in the background: awaited or detached,
+/// the same call.
+fn delete_run_args(selector: &str) -> [&str; 6] {
+    [
+        "delete",
+        RUN_RESOURCES,
+        "-l",
+        selector,
+        "--ignore-not-found",
+        "--wait=false",
+    ]
 }
