@@ -205,9 +205,9 @@ impl Event {
             .subject("image", image)
     }
 
-    /// A fetch of `url`.
+    /// A fetch of `url` (kept [`capped`]: it may come from an agent).
     pub fn fetch(decision: Decision, reason: impl Into<String>, url: &str) -> Event {
-        Event::new(Kind::Fetch, decision, reason).subject("url", url)
+        Event::new(Kind::Fetch, decision, reason).subject("url", capped(url).into_owned())
     }
 
     /// An egress CONNECT to `target` (`host:port`) from `client` (`ip:port`).
@@ -229,7 +229,8 @@ impl Event {
             .subject("client", client)
     }
 
-    /// A call of the MCP tool `tool` by the client `client` (`name/version`).
+    /// A call of the MCP tool `tool` by the client `client` (`name/version`); both are the
+    /// client's text, kept [`capped`].
     pub fn mcp_call(
         decision: Decision,
         reason: impl Into<String>,
@@ -237,8 +238,8 @@ impl Event {
         client: &str,
     ) -> Event {
         Event::new(Kind::McpCall, decision, reason)
-            .subject("tool", tool)
-            .subject("mcp_client", client)
+            .subject("tool", capped(tool).into_owned())
+            .subject("mcp_client", capped(client).into_owned())
     }
 
     /// Sets one subject field.
@@ -263,7 +264,7 @@ pub struct Escaped<'a>(pub &'a str);
 impl fmt::Display for Escaped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for c in self.0.chars() {
-            if must_escape(c) {
+            if crate::hidden::is_hidden(c) {
                 write!(f, "\\u{{{:x}}}", u32::from(c))?;
             } else {
                 fmt::Write::write_char(f, c)?;
@@ -273,18 +274,23 @@ impl fmt::Display for Escaped<'_> {
     }
 }
 
-/// Control characters, and the bidirectional and zero-width formatting characters.
-pub(crate) fn must_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{200b}'..='\u{200f}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2060}'..='\u{2064}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{feff}'
-                | '\u{e0000}'..='\u{e007f}'
-        )
+/// The longest client-supplied string an event keeps whole (characters).
+pub const MAX_CLIENT_TEXT: usize = 256;
+
+/// A string a client or peer chose (an MCP client's name, a request id, a URL), as an event
+/// keeps it: whole when it has at most [`MAX_CLIENT_TEXT`] characters, otherwise its first
+/// [`MAX_CLIENT_TEXT`] characters, then `...[N bytes, sha256 HEX]` naming the whole value, so
+/// no client can make an event too long for a line and the value can still be matched.
+pub fn capped(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(MAX_CLIENT_TEXT) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!(
+            "{}...[{} bytes, sha256 {}]",
+            &text[..cut],
+            text.len(),
+            crate::chain::sha256_hex(text.as_bytes())
+        )),
+    }
 }
 
 /// One line for an error and every cause under it, `outer: cause: root cause`, as recorded in

@@ -13,6 +13,7 @@ mod commit;
 mod error;
 mod event;
 mod file;
+mod hidden;
 mod log;
 mod options;
 mod problem;
@@ -23,9 +24,10 @@ mod verify;
 pub use chain::{GENESIS, Key, MIN_KEY_LEN};
 pub use error::{Error, Result};
 pub use event::{
-    Decision, Escaped, Event, KEYS, Kind, Record, SCHEMA_VERSION, ValueType, error_chain,
-    mistyped_key,
+    Decision, Escaped, Event, KEYS, Kind, MAX_CLIENT_TEXT, Record, SCHEMA_VERSION, ValueType,
+    capped, error_chain, mistyped_key,
 };
+pub use hidden::is_hidden;
 pub use log::AuditLog;
 pub use options::{Durability, LogOptions, Repair};
 pub use problem::{Problem, ProblemKind};

@@ -249,14 +249,47 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         fetch.ca_file = fetch.ca_file.as_deref().map(resolve);
         fetch
     });
+    if let Some(fetch) = &fetch {
+        egress::check_ports("[fetch] allow_ports", fetch.allow_ports.as_deref())
+            .map_err(parse_error)?;
+    }
+    let spec = settings(builder, file).build().map_err(in_file)?;
+    check_target(on_cluster, &commands, &spec, path)?;
     Ok(RunConfig {
-        spec: settings(builder, file).build().map_err(in_file)?,
+        spec,
         commands,
         fetch,
         kubernetes,
         workspace_rw,
         audit,
     })
+}
+
+/// What only one kind of target refuses: `[egress] nameservers` on a cluster (its proxy pod
+/// resolves through kube-dns, the only DNS its NetworkPolicy allows), and on this machine more
+/// CPUs than it has (the local engine refuses them only when the container starts).
+fn check_target(
+    on_cluster: bool,
+    commands: &Commands,
+    spec: &ContainerSpec,
+    path: &Path,
+) -> Result<(), ConfigError> {
+    if on_cluster && commands.has_nameservers() {
+        return Err(ConfigError::Parse {
+            path: path.to_owned(),
+            message: "[egress] nameservers is not used on Kubernetes: the cluster's proxy pod resolves through kube-dns (the only DNS its NetworkPolicy allows); remove the key".into(),
+        });
+    }
+    if !on_cluster {
+        let available = std::thread::available_parallelism().map_or(1, usize::from);
+        spec.cpus()
+            .check_available(available)
+            .map_err(|source| ConfigError::Spec {
+                path: path.to_owned(),
+                source,
+            })?;
+    }
+    Ok(())
 }
 
 /// The commands, environment and limits: each passed to the builder, which parses it.

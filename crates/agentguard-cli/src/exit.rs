@@ -25,7 +25,7 @@ pub(crate) const TIMEOUT: u8 = 124;
 /// agentguard itself, or a container engine, failed: no engine on PATH, an engine error, a
 /// resolver that cannot be built, an audit log that cannot be written.
 pub(crate) const ERROR: u8 = 125;
-/// `agentguard run`: the container died of a SIGKILL agentguard did not send (probable OOM).
+/// `agentguard run`: the container died of a SIGKILL agentguard did not send (the memory limit only when the engine reports OOMKilled).
 pub(crate) const KILLED: u8 = 137;
 /// `agentguard run` was interrupted by SIGINT; the container was killed by name.
 pub(crate) const INTERRUPTED: u8 = 130;

@@ -35,7 +35,12 @@ fn config_path(path: &Path) -> PathBuf {
 }
 
 /// The fetch tool's description and fetcher, when `[fetch]` is configured.
-fn fetch_tool(table: Option<&FetchTable>) -> anyhow::Result<Option<(FetchTool, Fetcher)>> {
+/// The fetcher records every fetch in `audit` (the same `fetch` event as `agentguard fetch
+/// --audit`) before its result is returned.
+fn fetch_tool(
+    table: Option<&FetchTable>,
+    audit: Option<&Arc<dyn AuditSink>>,
+) -> anyhow::Result<Option<(FetchTool, Fetcher)>> {
     let Some(table) = table else {
         return Ok(None);
     };
@@ -43,6 +48,9 @@ fn fetch_tool(table: Option<&FetchTable>) -> anyhow::Result<Option<(FetchTool, F
     let mut builder = Fetcher::builder()
         .policy(table.policy()?)
         .max_bytes(max_bytes);
+    if let Some(sink) = audit {
+        builder = builder.audit(Arc::clone(sink));
+    }
     if let Some(path) = &table.ca_file {
         let pem = std::fs::read(path)
             .with_context(|| format!("reading [fetch] ca_file {}", path.display()))?;
@@ -65,7 +73,7 @@ fn setup(
     config: RunConfig,
     audit: Option<Arc<dyn AuditSink>>,
 ) -> anyhow::Result<(agentguard_sandbox::Sandbox, ToolSet, Option<Fetcher>)> {
-    let fetch = fetch_tool(config.fetch.as_ref())?;
+    let fetch = fetch_tool(config.fetch.as_ref(), audit.as_ref())?;
     let descriptions = config.commands.descriptions().clone();
     // Never streaming: stdout is the protocol's.
     let sandbox = config.commands.sandbox(config.spec, audit, false)?;

@@ -6,7 +6,6 @@
 //! `exit.rs`. SIGINT or SIGTERM stops the run's proxy, removes its folder, and kills the
 //! container by name before exiting.
 
-use agentguard_audit::{AuditSink, Decision, Event};
 use agentguard_container::{RunResult, RunStatus};
 use agentguard_sandbox::{Error as SandboxError, Finished};
 use anyhow::Context;
@@ -37,11 +36,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         output::write_lines([invocation.display()])?;
         return Ok(exit::SUCCESS);
     }
-    let image = config.spec.image().to_owned();
     let audit = audit_log::for_runs(config.audit.as_ref())?;
-    let sandbox = config
-        .commands
-        .sandbox(config.spec, audit.clone(), !args.json)?;
+    let sandbox = config.commands.sandbox(config.spec, audit, !args.json)?;
     let identity = sandbox.identity();
     let outcome = runtime()?.block_on(async {
         let mut shutdown = Shutdown::install()?;
@@ -51,13 +47,12 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         };
         // The run's future is dropped: its proxy is stopped and its folder removed.
         sandbox.kill_by_name(&identity.name).await;
-        if let Some(sink) = &audit {
-            sink.record(
-                Event::container_run(Decision::Error, "interrupted", &args.name, &image)
-                    .data("signal", stop.name())
-                    .data("container", identity.name.as_str()),
-            )?;
-        }
+        sandbox.executor().record_stopped(
+            &args.name,
+            &identity.name,
+            "interrupted",
+            Some(stop.name()),
+        )?;
         anyhow::Ok(Err(stop))
     })?;
     match outcome {
@@ -132,9 +127,16 @@ pub(crate) fn report(
             ));
             exit::OUTPUT_LIMIT
         }
+        RunStatus::Killed if result.oom_killed => {
+            crate::output::note(&format!(
+                "agentguard: {} was killed for exceeding its memory limit (the engine reported OOMKilled)",
+                result.command
+            ));
+            exit::KILLED
+        }
         RunStatus::Killed => {
             crate::output::note(&format!(
-                "agentguard: {} was killed by SIGKILL, not by agentguard: probable OOM (memory limit)",
+                "agentguard: {} was killed by SIGKILL, not by agentguard; the engine does not say why (the memory limit, or the command killing the container's init)",
                 result.command
             ));
             exit::KILLED

@@ -158,7 +158,8 @@ impl ContainerSpecBuilder {
     }
 
     /// Reports the first bad value, checks what depends on several fields, and returns the
-    /// spec.
+    /// spec. `timeout` is at most [`MAX_TIMEOUT`], so no deadline arithmetic can overflow
+    /// once a container runs.
     pub fn build(self) -> Result<ContainerSpec> {
         if let Some(error) = self.error {
             return Err(error);
@@ -179,6 +180,16 @@ impl ContainerSpecBuilder {
             if zero {
                 return Err(invalid(field, "0", "the limit must be positive"));
             }
+        }
+        if spec.timeout > MAX_TIMEOUT {
+            return Err(invalid(
+                "timeout",
+                spec.timeout.as_secs().to_string(),
+                format!(
+                    "at most {} seconds (7 days); no run may outlive the deadline labels gc relies on",
+                    MAX_TIMEOUT.as_secs()
+                ),
+            ));
         }
         for (key, value) in &spec.environment {
             validate_env(key, value)?;
@@ -238,6 +249,9 @@ fn validate_image(image: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// The longest `timeout` a spec accepts: 7 days.
+pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// Checks a host path that becomes a bind mount's `source=`: absolute, UTF-8, and free of
 /// the characters that are syntax in `--mount` (`field` names it in the error).

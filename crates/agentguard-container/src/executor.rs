@@ -137,6 +137,29 @@ impl ContainerExecutor {
         Ok(())
     }
 
+    /// Records a run of `name` in `container` that its caller stopped before it concluded
+    /// (a signal, a cancelled call, a server stopping): its future was dropped, so the run
+    /// itself recorded nothing. `reason` is the stop's code (`interrupted`, `cancelled`,
+    /// `shutting_down`), `signal` the signal's name when there was one.
+    pub fn record_stopped(
+        &self,
+        name: &str,
+        container: &str,
+        reason: &str,
+        signal: Option<&str>,
+    ) -> Result<(), RunError> {
+        let Some(sink) = &self.audit else {
+            return Ok(());
+        };
+        let mut event = Event::container_run(Decision::Error, reason, name, self.spec.image())
+            .data("container", container);
+        if let Some(signal) = signal {
+            event = event.data("signal", signal);
+        }
+        sink.record(event)?;
+        Ok(())
+    }
+
     /// Starts the engine and captures the run; the name was already looked up.
     async fn execute(
         &self,
@@ -154,6 +177,7 @@ impl ContainerExecutor {
                     source,
                 })?;
         let plan = Plan {
+            // The spec bounds the timeout (MAX_TIMEOUT): this cannot overflow.
             deadline: tokio::time::Instant::from_std(started + self.spec.timeout()),
             cap: self.spec.max_output_bytes(),
             drain_grace: self.drain_grace,
@@ -208,6 +232,7 @@ impl ContainerExecutor {
             truncated: captured.truncated,
             duration: started.elapsed(),
             container: identity.name.clone(),
+            oom_killed: false,
         };
         if self.spec.check() && !result.success() {
             return Err(RunError::Failed(Box::new(result)));

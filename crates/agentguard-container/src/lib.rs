@@ -26,7 +26,7 @@ pub use argv::{
     Invocation, PROXY_SOCKET_TARGET, PROXY_VARIABLES, RELAY_TARGET, Relay, RunIdentity,
     WORKSPACE_TARGET,
 };
-pub use builder::{ContainerSpecBuilder, check_mount_source};
+pub use builder::{ContainerSpecBuilder, MAX_TIMEOUT, check_mount_source};
 pub use capture::OutputMeter;
 pub use engine::{Engine, EngineKind, on_path};
 pub use error::{Error, Result, RunError};

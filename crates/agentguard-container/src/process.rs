@@ -98,7 +98,10 @@ pub(crate) fn identity(timeout: Duration) -> RunIdentity {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
     let pid = std::process::id();
-    let deadline = now + timeout + Duration::from_secs(60);
+    // Saturating: a library caller's timeout never panics here (the spec bounds it anyway).
+    let deadline = now
+        .saturating_add(timeout)
+        .saturating_add(Duration::from_secs(60));
     RunIdentity {
         name: format!(
             "agentguard-{pid}-{}-{}",

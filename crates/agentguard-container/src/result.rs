@@ -11,8 +11,9 @@ pub enum RunStatus {
     TimedOut,
     /// Stdout plus stderr exceeded the cap; agentguard killed the container by name.
     OutputLimit,
-    /// The container died of SIGKILL that agentguard did not send: probably the memory limit
-    /// (OOM), since `--rm` removes the container before its OOM flag can be read.
+    /// The container died of SIGKILL that agentguard did not send: the memory limit when the
+    /// engine says so ([`RunResult::oom_killed`]), otherwise a cause the engine does not name
+    /// (the command may have killed the container's init, as it can under gVisor).
     Killed,
 }
 
@@ -47,6 +48,9 @@ pub struct RunResult {
     pub duration: Duration,
     /// The container's unique name.
     pub container: String,
+    /// True only when the engine reported that the container was killed for its memory limit
+    /// (Kubernetes' `OOMKilled`); a local engine's `--rm` run never reports it.
+    pub oom_killed: bool,
 }
 
 impl RunResult {

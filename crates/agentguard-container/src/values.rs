@@ -105,10 +105,31 @@ impl Cpus {
             .checked_mul(Cpus::SCALE)
             .and_then(|w| w.checked_add(fraction))
             .ok_or_else(refuse)?;
-        if nanos == 0 {
-            return Err(refuse());
+        if nanos < Cpus::MIN.0 {
+            return Err(invalid(
+                "cpus",
+                value,
+                "at least 0.01 (the smallest share Docker and Podman accept)",
+            ));
         }
         Ok(Cpus(nanos))
+    }
+
+    /// The smallest limit the engines accept: 0.01 CPU.
+    pub const MIN: Cpus = Cpus(Cpus::SCALE / 100);
+
+    /// Refuses a limit above the `available` CPUs of the machine that runs the container
+    /// (Docker and Podman refuse it only when the container starts).
+    pub fn check_available(self, available: usize) -> Result<()> {
+        let most = (available as u64).saturating_mul(Cpus::SCALE);
+        if self.0 > most {
+            return Err(invalid(
+                "cpus",
+                self.to_string(),
+                format!("this machine has {available} CPUs; the engine refuses a larger limit"),
+            ));
+        }
+        Ok(())
     }
 }
 

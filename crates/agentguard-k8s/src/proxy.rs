@@ -161,14 +161,15 @@ fn proxy_argv(plan: &EgressPlan, ports: &[u16]) -> Vec<String> {
     .map(str::to_owned)
     .to_vec();
     argv.push(plan.proxy_port.to_string());
+    // `--flag=VALUE`, one element each: no value can ever be read as a flag of its own.
     for host in &plan.hosts {
-        argv.extend(["--allow".to_owned(), host.clone()]);
+        argv.push(format!("--allow={host}"));
     }
     for port in ports {
-        argv.extend(["--allow-port".to_owned(), port.to_string()]);
+        argv.push(format!("--allow-port={port}"));
     }
     for cidr in &plan.cidrs {
-        argv.extend(["--allow-cidr".to_owned(), cidr.clone()]);
+        argv.push(format!("--allow-cidr={cidr}"));
     }
     argv
 }

@@ -17,8 +17,24 @@ pub fn documents(values: &[Value]) -> String {
 }
 
 fn scalar(value: &Value) -> String {
-    // serde_json writes strings with JSON escapes, numbers, booleans and null as YAML reads them.
-    value.to_string()
+    match value {
+        Value::String(text) => quoted(text),
+        // serde_json writes numbers, booleans and null as YAML reads them.
+        other => other.to_string(),
+    }
+}
+
+/// `text` double-quoted: JSON's escapes, which YAML reads the same, plus YAML's own for the
+/// three characters YAML takes as line breaks inside a quoted scalar and JSON leaves as they
+/// are: U+0085 (`\N`), U+2028 (`\L`), U+2029 (`\P`).
+fn quoted(text: &str) -> String {
+    let json = Value::from(text).to_string();
+    if !json.contains(['\u{85}', '\u{2028}', '\u{2029}']) {
+        return json;
+    }
+    json.replace('\u{85}', "\\N")
+        .replace('\u{2028}', "\\L")
+        .replace('\u{2029}', "\\P")
 }
 
 fn key(k: &str) -> String {
@@ -26,11 +42,7 @@ fn key(k: &str) -> String {
         && k.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
         && !k.starts_with(['-', '.']);
-    if plain {
-        k.to_owned()
-    } else {
-        Value::from(k).to_string()
-    }
+    if plain { k.to_owned() } else { quoted(k) }
 }
 
 fn is_empty_container(value: &Value) -> bool {
@@ -131,5 +143,14 @@ list:
 - 1.5
 "#;
         assert_eq!(text, want);
+    }
+
+    /// PyYAML (a YAML 1.1 reader) takes U+0085, U+2028 and U+2029 as line breaks inside a
+    /// double-quoted scalar: they are written as YAML's escapes, in values and in keys.
+    #[test]
+    fn yaml_line_breaks_that_json_leaves_alone_are_escaped() {
+        let text = super::documents(&[json!({"a\u{2028}b": "x\u{85}y\u{2028}z\u{2029}w"})]);
+        assert_eq!(text, "---\n\"a\\Lb\": \"x\\Ny\\Lz\\Pw\"\n");
+        assert!(!text.contains(['\u{85}', '\u{2028}', '\u{2029}']));
     }
 }

@@ -88,6 +88,8 @@ async fn run_checked(
     let outcome = create_and_watch(kubectl, settings, request, manifests.clone(), started).await;
     cleanup.now().await;
     let watched = outcome?;
+    let oom_killed =
+        matches!(&watched.ended, Ended::Exited { reason, .. } if reason == "OOMKilled");
     let (status, exit_code) = match &watched.ended {
         Ended::Exited { code, reason } if reason == "OOMKilled" => (
             RunStatus::Killed,
@@ -107,6 +109,7 @@ async fn run_checked(
             truncated: watched.truncated,
             duration: started.elapsed(),
             container: request.run_id.to_owned(),
+            oom_killed,
         },
         weakened: manifests.weakened,
     }))

@@ -13,6 +13,7 @@
 
 mod builder;
 mod error;
+mod event;
 pub mod present;
 pub mod result;
 mod serve;

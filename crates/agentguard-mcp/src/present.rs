@@ -7,8 +7,10 @@ pub const HEAD_BYTES: usize = 2 * 1024;
 /// Bytes kept from the end of a long stream (test failures and errors print last).
 pub const TAIL_BYTES: usize = 14 * 1024;
 
-/// `text` without ANSI/OSC escape sequences, C0 and C1 controls (but `\n` and `\t`), bidi
-/// controls, zero-width characters and Unicode tag characters.
+/// `text` without ANSI/OSC escape sequences and without every character of the audit crate's
+/// one hidden-character table ([`agentguard_audit::is_hidden`]: controls but `\n` and `\t`,
+/// format characters, default-ignorable code points such as variation selectors and tag
+/// characters, bidi controls).
 pub fn sanitize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
@@ -19,24 +21,11 @@ pub fn sanitize(text: &str) -> String {
             '\u{9b}' => skip_until_final(&mut chars),
             '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
             '\n' | '\t' => out.push(c),
-            c if hidden(c) => {}
+            c if agentguard_audit::is_hidden(c) => {}
             c => out.push(c),
         }
     }
     out
-}
-
-/// Characters never shown: controls, bidi controls, zero-width and tag characters.
-fn hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{200b}'..='\u{200f}'   // zero-width space, joiners, LRM, RLM
-            | '\u{202a}'..='\u{202e}' // bidi embeddings and overrides
-            | '\u{2060}'..='\u{2064}' // word joiner, invisible operators
-            | '\u{2066}'..='\u{2069}' // bidi isolates
-            | '\u{feff}'              // zero-width no-break space
-            | '\u{e0000}'..='\u{e007f}' // tag characters ("ASCII smuggling")
-        )
 }
 
 type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;
@@ -115,6 +104,29 @@ mod tests {
         ] {
             assert_eq!(sanitize(input), want, "{input:?}");
         }
+    }
+
+    /// Over every code point: a hidden one never survives, any other one is kept as it is.
+    #[test]
+    fn every_code_point_of_the_hidden_table_is_removed_and_no_other() {
+        for c in (0..=0x10_ffff_u32).filter_map(char::from_u32) {
+            if matches!(
+                c,
+                '\u{1b}' | '\u{9b}' | '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}'
+            ) {
+                continue; // introducers: they take their sequence with them (tested above)
+            }
+            let text = format!("a{c}b");
+            let want = if c == '\n' || c == '\t' || !agentguard_audit::is_hidden(c) {
+                text.clone()
+            } else {
+                "ab".to_owned()
+            };
+            assert_eq!(sanitize(&text), want, "U+{:04X}", u32::from(c));
+        }
+        // The forms that survived the hand-written list before.
+        let smuggled = "x\u{fe0f}\u{e0100}\u{061c}\u{ad}\u{180e}\u{206a}\u{fff9}\u{1d173}y";
+        assert_eq!(sanitize(smuggled), "xy");
     }
 
     #[test]

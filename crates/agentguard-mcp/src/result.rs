@@ -60,13 +60,9 @@ pub fn finished(tool: &str, finished: &Finished, check: bool) -> Outcome {
 
 /// The result of a run that did not happen, or did not finish.
 pub fn run_error(tool: &str, error: &SandboxError) -> Outcome {
-    let denied = matches!(
-        error,
-        SandboxError::Run(agentguard_container::RunError::Denied(_))
-    );
     refused(
         tool,
-        if denied { "denied" } else { "error" },
+        if error.is_denial() { "denied" } else { "error" },
         error.reason(),
         &error_chain(error),
         false,

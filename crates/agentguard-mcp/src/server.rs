@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use agentguard_audit::{AuditSink, Decision, Event};
+use agentguard_audit::{AuditSink, Decision, error_chain};
 use agentguard_container::OutputMeter;
 use agentguard_netpin::Fetcher;
 use agentguard_sandbox::Sandbox;
@@ -19,6 +19,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::event::{Caller, Concluded};
 use crate::result::{self, Outcome};
 use crate::tools::{FETCH_TOOL, ToolSet};
 
@@ -108,12 +109,6 @@ impl Drop for RunGuard {
     }
 }
 
-/// Who called, for the audit log.
-struct Caller {
-    client: String,
-    request_id: String,
-}
-
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -135,12 +130,6 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        if !self.inner.tools.contains(&name) {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool {:?}", crate::present::sanitize(&name)),
-                None,
-            ));
-        }
         let caller = Caller {
             client: context.client_info().map_or_else(
                 || "unknown".to_owned(),
@@ -151,11 +140,38 @@ impl ServerHandler for McpServer {
                 NumberOrString::String(s) => s.to_string(),
             },
         };
-        let outcome = if name == FETCH_TOOL {
-            self.fetch(request.arguments.as_ref(), &caller).await
+        if !self.inner.tools.contains(&name) {
+            // Recorded too: every call leaves its trace, whatever the client sends.
+            let outcome = result::refused(&name, "denied", "unknown_tool", "no such tool", false);
+            let _ = self.record(
+                &name,
+                &caller,
+                Concluded::new(Decision::Deny, outcome, None),
+            );
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {:?}", crate::present::sanitize(&name)),
+                None,
+            ));
+        }
+        // A command may be named `fetch` when no [fetch] table is configured: it is a command.
+        let concluded = if name == FETCH_TOOL && self.inner.fetcher.is_some() {
+            self.fetch(request.arguments.as_ref()).await
         } else {
-            self.run(&name, request.arguments.as_ref(), &context, &caller)
-                .await
+            self.run(&name, request.arguments.as_ref(), &context).await
+        };
+        let outcome = match self.record(&name, &caller, concluded) {
+            Ok(outcome) => outcome,
+            // No trace, no answer: the result is withheld.
+            Err(error) => result::refused(
+                &name,
+                "error",
+                "audit_failed",
+                &format!(
+                    "the call's audit event could not be recorded ({}); its result is withheld",
+                    error_chain(&error)
+                ),
+                false,
+            ),
         };
         Ok(to_result(outcome).into())
     }
@@ -167,19 +183,14 @@ impl McpServer {
         name: &str,
         arguments: Option<&JsonObject>,
         context: &RequestContext<RoleServer>,
-        caller: &Caller,
-    ) -> Outcome {
+    ) -> Concluded {
         if arguments.is_some_and(|a| !a.is_empty()) {
             let outcome = result::arguments_not_accepted(name, "no arguments");
-            self.record(name, caller, Decision::Deny, &outcome, None);
-            return outcome;
+            return Concluded::new(Decision::Deny, outcome, None);
         }
         let _permit = match self.slot(name, context).await {
             Ok(permit) => permit,
-            Err(outcome) => {
-                self.record(name, caller, Decision::Error, &outcome, None);
-                return outcome;
-            }
+            Err(outcome) => return Concluded::new(Decision::Error, outcome, None),
         };
         let meter = OutputMeter::new();
         let identity = agentguard_container::RunIdentity {
@@ -188,9 +199,9 @@ impl McpServer {
         };
         let mut guard = RunGuard::new(self.clone(), identity.name.clone());
         let ended = self.wait(name, &identity, &meter, context).await;
-        let outcome = self.conclude(name, caller, &identity.name, ended).await;
+        let concluded = self.conclude(name, &identity.name, ended).await;
         guard.concluded = true;
-        outcome
+        concluded
     }
 
     /// A run slot, waited for within the command's own timeout.
@@ -201,23 +212,22 @@ impl McpServer {
     ) -> Result<tokio::sync::SemaphorePermit<'_>, Outcome> {
         let inner = &self.inner;
         let timeout = inner.sandbox.executor().spec().timeout();
-        let permit = tokio::select! {
-            permit = inner.slots.acquire() => permit.ok(),
-            () = tokio::time::sleep(timeout) => None,
-            () = context.ct.cancelled() => None,
-            () = inner.stop.cancelled() => None,
+        let wait = tokio::select! {
+            permit = inner.slots.acquire() => permit.map_err(|_| "shutting_down"),
+            () = tokio::time::sleep(timeout) => Err("busy"),
+            () = context.ct.cancelled() => Err(if inner.stop.is_cancelled() { "shutting_down" } else { "cancelled" }),
+            () = inner.stop.cancelled() => Err("shutting_down"),
         };
-        permit.ok_or_else(|| {
-            result::refused(
-                name,
-                "error",
-                "busy",
-                &format!(
+        wait.map_err(|reason| {
+            let message = match reason {
+                "busy" => format!(
                     "every run slot stayed busy for the command's whole timeout ({} s); try again later",
                     timeout.as_secs()
                 ),
-                true,
-            )
+                "cancelled" => "the client cancelled the call while it waited for a run slot; nothing was started".to_owned(),
+                _ => "the server is shutting down; nothing was started".to_owned(),
+            };
+            result::refused(name, "error", reason, &message, true)
         })
     }
 
@@ -262,15 +272,14 @@ impl McpServer {
         }
     }
 
-    /// The outcome of a run as it ended, recorded; a cancelled or stopped run's container is
-    /// killed by name first.
+    /// The outcome of a run as it ended; a cancelled or stopped run's container is killed by
+    /// name first, and its `container_run` event recorded (its dropped future recorded none).
     async fn conclude(
         &self,
         name: &str,
-        caller: &Caller,
         container: &str,
         ended: Ended<Result<agentguard_sandbox::Finished, agentguard_sandbox::Error>>,
-    ) -> Outcome {
+    ) -> Concluded {
         let inner = &self.inner;
         let (decision, outcome) = match ended {
             Ended::Done(Ok(finished)) => (
@@ -282,13 +291,12 @@ impl McpServer {
                 result::finished(name, &finished, inner.check),
             ),
             Ended::Done(Err(error)) => {
-                let outcome = result::run_error(name, &error);
-                let decision = if outcome.value["status"] == "denied" {
+                let decision = if error.is_denial() {
                     Decision::Deny
                 } else {
                     Decision::Error
                 };
-                (decision, outcome)
+                (decision, result::run_error(name, &error))
             }
             Ended::Cancelled | Ended::Stopped => {
                 inner.sandbox.kill_by_name(container).await;
@@ -298,18 +306,38 @@ impl McpServer {
                 } else {
                     ("cancelled", "the client cancelled the call")
                 };
-                let message = format!("{why}; container {container} was killed and removed");
-                (
-                    Decision::Error,
-                    result::refused(name, "error", reason, &message, true),
-                )
+                let outcome = match inner
+                    .sandbox
+                    .executor()
+                    .record_stopped(name, container, reason, None)
+                {
+                    Ok(()) => result::refused(
+                        name,
+                        "error",
+                        reason,
+                        &format!("{why}; container {container} was killed and removed"),
+                        true,
+                    ),
+                    Err(error) => result::refused(
+                        name,
+                        "error",
+                        "audit_failed",
+                        &format!(
+                            "{why}; container {container} was killed and removed, but its audit event could not be recorded ({})",
+                            error_chain(&error)
+                        ),
+                        false,
+                    ),
+                };
+                (Decision::Error, outcome)
             }
         };
-        self.record(name, caller, decision, &outcome, Some(container));
-        outcome
+        Concluded::new(decision, outcome, Some(container.to_owned()))
     }
 
-    async fn fetch(&self, arguments: Option<&JsonObject>, caller: &Caller) -> Outcome {
+    /// The fetch tool; the fetcher records its own `fetch` event (URL, address, status,
+    /// bytes) before it returns, as `agentguard fetch --audit` does.
+    async fn fetch(&self, arguments: Option<&JsonObject>) -> Concluded {
         let url = arguments.and_then(|a| match (a.len(), a.get("url")) {
             (1, Some(serde_json::Value::String(url))) => Some(url.clone()),
             _ => None,
@@ -319,59 +347,27 @@ impl McpServer {
                 FETCH_TOOL,
                 "exactly one argument, `url` (a string)",
             );
-            self.record(FETCH_TOOL, caller, Decision::Deny, &outcome, None);
-            return outcome;
+            return Concluded::new(Decision::Deny, outcome, None);
         };
         let start = Instant::now();
-        let outcome = tokio::select! {
+        tokio::select! {
             got = fetcher.get(&url) => match got {
-                Ok(response) => result::fetched(&response, start.elapsed().as_millis() as u64),
-                Err(error) => result::fetch_error(&error),
+                Ok(response) => Concluded::new(
+                    Decision::Allow,
+                    result::fetched(&response, start.elapsed().as_millis() as u64),
+                    None,
+                ),
+                Err(error) => Concluded::new(
+                    if error.is_refusal() { Decision::Deny } else { Decision::Error },
+                    result::fetch_error(&error),
+                    None,
+                ),
             },
-            () = self.inner.stop.cancelled() => result::refused(FETCH_TOOL, "error", "shutting_down", "the server is shutting down", true),
-        };
-        let decision = match outcome.value["status"].as_str() {
-            Some("fetched") => Decision::Allow,
-            Some("denied") => Decision::Deny,
-            _ => Decision::Error,
-        };
-        self.record(FETCH_TOOL, caller, decision, &outcome, None);
-        outcome
-    }
-
-    /// One `mcp_call` event; a log that cannot be written is reported on stderr, since the
-    /// run itself (if any) was recorded by the sandbox before.
-    fn record(
-        &self,
-        tool: &str,
-        caller: &Caller,
-        decision: Decision,
-        outcome: &Outcome,
-        container: Option<&str>,
-    ) {
-        let Some(sink) = &self.inner.audit else {
-            return;
-        };
-        let value = &outcome.value;
-        let mut event = Event::mcp_call(decision, outcome.reason(), tool, &caller.client)
-            .data("request_id", caller.request_id.as_str());
-        if let Some(container) = container {
-            event = event.data("container", container);
-        }
-        if let Some(status) = value["status"]
-            .as_str()
-            .filter(|s| *s != "denied" && *s != "error" && *s != "fetched")
-        {
-            event = event.data("run_status", status);
-        }
-        if !value["exit_code"].is_null() || value.get("exit_code").is_some() {
-            event = event.data("exit_code", value["exit_code"].clone());
-        }
-        if let Some(ms) = value["duration_ms"].as_u64() {
-            event = event.data("duration_ms", ms);
-        }
-        if let Err(e) = sink.record(event) {
-            tracing::error!(error = %e, tool, "recording the MCP call in the audit log failed");
+            () = self.inner.stop.cancelled() => Concluded::new(
+                Decision::Error,
+                result::refused(FETCH_TOOL, "error", "shutting_down", "the server is shutting down", true),
+                None,
+            ),
         }
     }
 }

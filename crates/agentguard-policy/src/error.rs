@@ -76,6 +76,15 @@ pub enum HostErrorKind {
     /// The host contains a character that is never valid in a host name.
     #[error("character {0:?} is not allowed in a host name")]
     ForbiddenChar(char),
+    /// A label begins or ends with `-` (never a host name; on a command line it reads as an
+    /// option).
+    #[error("label {0:?} begins or ends with `-`, which no host name does")]
+    HyphenLabel(String),
+    /// A `host:port` was given where only a host belongs.
+    #[error(
+        "{0:?} is a host with a port: give the host alone (ports are allowed separately, with allow_ports or --allow-port)"
+    )]
+    HasPort(String),
     /// The host contains an empty label (`a..b`, a leading dot, or two trailing dots).
     #[error("empty label (a leading dot, `..`, or more than one trailing dot)")]
     EmptyLabel,

@@ -104,7 +104,16 @@ fn parse_host(input: &str) -> std::result::Result<Host, HostErrorKind> {
     }
     if input.contains(':') {
         // Only an IPv6 literal may contain a colon; a `host:port` must be split by the caller.
-        return parse_ipv6(input);
+        return parse_ipv6(input).map_err(|e| match input.rsplit_once(':') {
+            Some((host, port))
+                if !host.contains(':')
+                    && !port.is_empty()
+                    && port.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                HostErrorKind::HasPort(input.to_owned())
+            }
+            _ => e,
+        });
     }
     for c in input.chars() {
         if forbidden_anywhere(c) {
@@ -129,6 +138,9 @@ fn parse_host(input: &str) -> std::result::Result<Host, HostErrorKind> {
         }
         if label.len() > MAX_LABEL_LEN {
             return Err(HostErrorKind::LabelTooLong(label.to_owned()));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err(HostErrorKind::HyphenLabel(label.to_owned()));
         }
         if let Some(c) = label
             .chars()

@@ -389,7 +389,15 @@ fn canonical_host_form() {
         ("pkgs.example.com#", "error ForbiddenChar('#')"),
         ("pkgs.example.com?", "error ForbiddenChar('?')"),
         ("*.example.com", "error ForbiddenChar('*')"),
-        ("pkgs.example.com:443", "error BadIpv6"),
+        (
+            "pkgs.example.com:443",
+            "error HasPort(\"pkgs.example.com:443\")",
+        ),
+        ("-pkgs.example.com", "error HyphenLabel(\"-pkgs\")"),
+        ("pkgs-.example.com", "error HyphenLabel(\"pkgs-\")"),
+        ("a.-b.example.com", "error HyphenLabel(\"-b\")"),
+        ("a-b.example.com", "name a-b.example.com"),
+        ("--no-sni-check", "error HyphenLabel(\"--no-sni-check\")"),
         ("pkgs,example.com", "error ForbiddenChar(',')"),
         // Length limits.
         (
@@ -533,7 +541,11 @@ fn malformed_patterns_are_refused_with_a_reason() {
         ("127.0.0.1", "IP literal"),
         ("[::1]", "IP literal"),
         ("*.127.0.0.1", "IP literal"),
-        ("pkgs.example.com:443", "IPv6"),
+        ("pkgs.example.com:443", "host with a port"),
+        ("good.example.test:443", "host with a port"),
+        ("--no-sni-check", "begins or ends with `-`"),
+        ("*.-x.example.com", "begins or ends with `-`"),
+        ("pkgs-.example.com", "begins or ends with `-`"),
         ("user@pkgs.example.com", "'@'"),
     ] {
         let err = HostPattern::parse(pattern).expect_err(pattern).to_string();

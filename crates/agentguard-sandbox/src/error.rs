@@ -93,6 +93,11 @@ impl Error {
         }
     }
 
+    /// True for a policy decision: a name off the allowlist.
+    pub fn is_denial(&self) -> bool {
+        matches!(self, Error::Run(RunError::Denied(_)))
+    }
+
     /// True for a configuration mistake (a usage error), not a failure at run time.
     pub fn is_config(&self) -> bool {
         matches!(

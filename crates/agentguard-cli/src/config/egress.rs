@@ -76,8 +76,8 @@ impl<'de> Deserialize<'de> for CommandEntry {
 pub(crate) struct EgressTable {
     #[serde(default)]
     allow: Vec<String>,
-    #[serde(default)]
-    allow_ports: Vec<u16>,
+    /// Absent: 443. Present, it must name at least one port.
+    allow_ports: Option<Vec<u16>>,
     #[serde(default)]
     allow_cidrs: Vec<String>,
     #[serde(default)]
@@ -91,8 +91,8 @@ pub(crate) struct EgressTable {
 #[serde(deny_unknown_fields)]
 pub(crate) struct FetchTable {
     pub(crate) allow: Vec<String>,
-    #[serde(default)]
-    pub(crate) allow_ports: Vec<u16>,
+    /// Absent: 443. Present, it must name at least one port.
+    pub(crate) allow_ports: Option<Vec<u16>>,
     #[serde(default)]
     pub(crate) allow_cidrs: Vec<String>,
     #[serde(default)]
@@ -107,7 +107,7 @@ impl FetchTable {
     pub(crate) fn policy(&self) -> anyhow::Result<TargetPolicy> {
         policy_from(
             &self.allow,
-            &self.allow_ports,
+            self.allow_ports.as_deref().unwrap_or_default(),
             &self.allow_cidrs,
             ("[fetch] allow_cidrs", "[fetch] allow"),
         )
@@ -149,10 +149,15 @@ impl Commands {
             egress_allow: BTreeMap::new(),
             descriptions: BTreeMap::new(),
         };
+        check_ports("[egress] allow_ports", out.egress.allow_ports.as_deref())?;
+        check_patterns("[egress] allow", &out.egress.allow)?;
         for (name, entry) in commands {
             let CommandEntry::Table(table) = entry else {
                 continue;
             };
+            if let Some(allow) = &table.egress_allow {
+                check_patterns(&format!("commands.{name}.egress_allow"), allow)?;
+            }
             if let Some(network) = &table.network {
                 let key = format!("commands.{name}.network");
                 out.networks.insert(name.clone(), parse(&key, network)?);
@@ -177,7 +182,7 @@ impl Commands {
         Ok(agentguard_k8s::RunNetwork::Egress(
             agentguard_k8s::EgressPlan {
                 hosts: hosts.clone(),
-                ports: self.egress.allow_ports.clone(),
+                ports: self.egress.allow_ports.clone().unwrap_or_default(),
                 cidrs: self.egress.allow_cidrs.clone(),
                 proxy_port: self
                     .egress
@@ -186,6 +191,11 @@ impl Commands {
                 proxy_address: None,
             },
         ))
+    }
+
+    /// True when `[egress] nameservers` names any server.
+    pub(crate) fn has_nameservers(&self) -> bool {
+        !self.egress.nameservers.is_empty()
     }
 
     /// The descriptions given in `[commands.NAME]` tables.
@@ -211,7 +221,7 @@ impl Commands {
         for host in &egress.allow {
             builder = builder.egress_allow(host);
         }
-        for port in &egress.allow_ports {
+        for port in egress.allow_ports.iter().flatten() {
             builder = builder.egress_port(*port);
         }
         for cidr in &egress.allow_cidrs {
@@ -235,6 +245,25 @@ impl Commands {
         }
         Ok(builder.runs_dir(runs_dir()).build()?)
     }
+}
+
+/// Refuses `KEY = []`: an empty port list would otherwise mean the default, 443.
+pub(crate) fn check_ports(key: &str, ports: Option<&[u16]>) -> Result<(), String> {
+    match ports {
+        Some([]) => Err(format!(
+            "{key} = []: an empty list allows no port; name at least one (for example [443]) or remove the key for the default, 443"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks each host pattern of `key` at load, so a bad one is refused before anything starts
+/// on any target (a local engine or a cluster).
+fn check_patterns(key: &str, patterns: &[String]) -> Result<(), String> {
+    for pattern in patterns {
+        agentguard_policy::HostPattern::parse(pattern).map_err(|e| format!("{key}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Where run folders are made: `AGENTGUARD_RUN_DIR`, or the sandbox's default.

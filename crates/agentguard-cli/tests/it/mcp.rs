@@ -316,3 +316,127 @@ fn tools_prints_the_same_definitions_in_each_format() {
         );
     }
 }
+
+/// An `initialize` whose client name and version are `name` and `version`.
+fn initialize(server: &mut Server, name: &str, version: &str) {
+    server.request(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": name, "version": version}}}));
+    server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+}
+
+/// The audit log's records of `kind`, after checking that the log verifies.
+fn audited(dir: &Path, kind: &str) -> Vec<Value> {
+    let path = dir.join("audit.jsonl");
+    let verify = agentguard(&["audit", "verify", path.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == kind)
+        .collect()
+}
+
+#[test]
+fn a_client_sending_huge_names_and_ids_is_served_and_capped_in_its_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FakeEngine::new();
+    // A command may be called `fetch` when no [fetch] table is configured: it is callable.
+    let config = dir.path().join("agentguard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "image = \"localhost/tools:latest\"\nengine = \"{}\"\n[commands]\nfetch = [\"echo\", \"a command called fetch\"]\n[audit]\npath = \"audit.jsonl\"\n",
+            engine.path().display()
+        ),
+    )
+    .unwrap();
+    let mut server = Server::start(&config);
+    let huge = "n".repeat(70_000);
+    initialize(&mut server, &huge, &"v".repeat(70_000));
+    let id = "i".repeat(70_000);
+    let (listed, _) = server.request(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    assert_eq!(listed["result"]["tools"][0]["name"], "fetch", "{listed}");
+    let (answer, _) = server.request(
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "fetch"}}),
+    );
+    let result = &answer["result"]["structuredContent"];
+    assert_eq!(result["status"], "exited", "{answer}");
+    assert_eq!(result["stdout"], "a command called fetch\n", "{answer}");
+    drop(server.child.stdin.take());
+    assert_eq!(server.child.wait().unwrap().code(), Some(0));
+    let calls = audited(dir.path(), "mcp_call");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let client = calls[0]["subject"]["mcp_client"].as_str().unwrap();
+    let request_id = calls[0]["data"]["request_id"].as_str().unwrap();
+    for (text, whole) in [(client, 140_001), (request_id, 70_000)] {
+        assert!(text.len() < 400, "capped: {} bytes", text.len());
+        assert!(
+            text.contains(&format!("...[{whole} bytes, sha256 ")),
+            "{text}"
+        );
+    }
+    assert_eq!(audited(dir.path(), "container_run").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fetch_over_mcp_writes_the_fetch_event_of_agentguard_fetch() {
+    use agentguard_test_support::{FakeDns, TestCa, TlsUpstream};
+    let good = std::net::IpAddr::from([127, 0, 0, 2]);
+    let dns = FakeDns::start().await;
+    let ca = TestCa::new("mcp fetch CA");
+    let upstream = TlsUpstream::start(good, 0, ca.server_config(&["pkgs.example.test"])).await;
+    dns.answer("pkgs.example.test", &[good]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+    let engine = FakeEngine::new();
+    let port = upstream.addr().port();
+    let config = dir.path().join("agentguard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "image = \"localhost/tools:latest\"\nengine = \"{}\"\n[commands]\nok = [\"true\"]\n[fetch]\nallow = [\"pkgs.example.test\"]\nallow_ports = [{port}]\nallow_cidrs = [\"127.0.0.2/32\"]\nnameservers = [\"{}\"]\nca_file = \"ca.pem\"\n[audit]\npath = \"audit.jsonl\"\n",
+            engine.path().display(),
+            dns.addr()
+        ),
+    )
+    .unwrap();
+    let url = format!("https://pkgs.example.test:{port}/simple/?carried=data-in-a-query");
+    let dir_path = dir.path().to_owned();
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut server = Server::start(&config);
+        initialize(&mut server, "wire", "1");
+        let (answer, _) = server.request(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fetch", "arguments": {"url": url}}}));
+        drop(server.child.stdin.take());
+        assert_eq!(server.child.wait().unwrap().code(), Some(0));
+        answer
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        answer["result"]["structuredContent"]["status"], "fetched",
+        "{answer}"
+    );
+    let fetches = audited(&dir_path, "fetch");
+    assert_eq!(fetches.len(), 1, "{fetches:?}");
+    let fetch = &fetches[0];
+    assert_eq!(fetch["decision"], "allow");
+    assert!(
+        fetch["subject"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/simple/?carried=data-in-a-query"),
+        "{fetch}"
+    );
+    assert_eq!(fetch["data"]["status"], 200, "{fetch}");
+    assert_eq!(
+        fetch["data"]["dialed"],
+        format!("127.0.0.2:{port}"),
+        "{fetch}"
+    );
+    assert!(fetch["data"]["bytes"].is_number(), "{fetch}");
+    let call = &audited(&dir_path, "mcp_call")[0];
+    assert!(
+        fetch["seq"].as_u64() < call["seq"].as_u64(),
+        "recorded before the result"
+    );
+}

@@ -5,6 +5,7 @@
 
 mod calls;
 mod lifecycle;
+mod trace;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
