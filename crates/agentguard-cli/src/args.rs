@@ -68,6 +68,10 @@ pub(crate) struct RunArgs {
     /// Print the engine argv and exit without running anything.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// Copy the command's output byte for byte even to a terminal (by default escape
+    /// sequences and control characters are shown as text there, never acted on).
+    #[arg(long)]
+    pub(crate) raw: bool,
 }
 
 #[derive(Debug, Subcommand)]

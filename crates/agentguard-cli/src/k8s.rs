@@ -3,7 +3,7 @@
 //! keep are named on stderr, with whether the config accepts them (`[kubernetes]
 //! accept_weakened`); a run refuses the ones it does not.
 
-use agentguard_container::ContainerExecutor;
+use agentguard_container::{ContainerExecutor, Streaming};
 use agentguard_k8s::{RunRequest, compile, yaml};
 
 use crate::args::{K8sCanaryArgs, K8sCommand, K8sManifestsArgs};
@@ -24,7 +24,9 @@ pub(crate) fn checked_network(
     name: &str,
 ) -> anyhow::Result<agentguard_k8s::RunNetwork> {
     config.spec.commands().get(name)?;
-    config.commands.sandbox(config.spec.clone(), None, false)?;
+    config
+        .commands
+        .sandbox(config.spec.clone(), None, Streaming::Off)?;
     config.commands.k8s_network(name)
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentguard_audit::AuditSink;
+use agentguard_container::Streaming;
 use agentguard_mcp::{FetchTool, Format, McpServer, ToolSet};
 use agentguard_netpin::{DEFAULT_MAX_BYTES, DnsResolver, Fetcher};
 use anyhow::Context;
@@ -76,7 +77,9 @@ fn setup(
     let fetch = fetch_tool(config.fetch.as_ref(), audit.as_ref())?;
     let descriptions = config.commands.descriptions().clone();
     // Never streaming: stdout is the protocol's.
-    let sandbox = config.commands.sandbox(config.spec, audit, false)?;
+    let sandbox = config
+        .commands
+        .sandbox(config.spec, audit, Streaming::Off)?;
     let tools = ToolSet::new(&sandbox, &descriptions, fetch.as_ref().map(|(t, _)| t))?;
     Ok((sandbox, tools, fetch.map(|(_, f)| f)))
 }

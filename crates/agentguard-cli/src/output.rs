@@ -2,7 +2,7 @@
 //! to stderr (never a panic when stderr cannot be written, and every control character that
 //! came from a client, a peer or a container escaped).
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 
 /// Writes whole lines to stdout, flushing at the end.
 pub(crate) fn write_lines<I: IntoIterator<Item = String>>(lines: I) -> io::Result<()> {
@@ -25,8 +25,19 @@ pub(crate) fn is_broken_pipe(err: &anyhow::Error) -> bool {
 }
 
 /// Writes one line to stderr, with control characters escaped; a failure to write is
-/// ignored, since there is nowhere left to report it (`eprintln!` would panic).
+/// ignored, since there is nowhere left to report it (`eprintln!` would panic). On a
+/// terminal the leading `agentguard:` is shown in reverse video: a run's output reaches a
+/// terminal neutralized (no escape sequence of the command's acts), so no command can print
+/// a line that looks like one of these.
 pub(crate) fn note(line: &str) {
-    let text = format!("{}\n", agentguard_audit::Escaped(line));
-    let _ = io::stderr().lock().write_all(text.as_bytes());
+    let escaped = agentguard_audit::Escaped(line).to_string();
+    let stderr = io::stderr();
+    let text = match escaped.strip_prefix(PREFIX) {
+        Some(rest) if stderr.is_terminal() => format!("\x1b[7m{PREFIX}\x1b[0m{rest}\n"),
+        _ => format!("{escaped}\n"),
+    };
+    let _ = stderr.lock().write_all(text.as_bytes());
 }
+
+/// How agentguard's own lines begin.
+const PREFIX: &str = "agentguard:";

@@ -6,7 +6,7 @@
 //! `exit.rs`. SIGINT or SIGTERM stops the run's proxy, removes its folder, and kills the
 //! container by name before exiting.
 
-use agentguard_container::{RunResult, RunStatus};
+use agentguard_container::{RunResult, RunStatus, Streaming};
 use agentguard_sandbox::{Error as SandboxError, Finished};
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -31,13 +31,15 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         return crate::cluster::run(args, config);
     }
     if args.dry_run {
-        let sandbox = config.commands.sandbox(config.spec, None, false)?;
+        let sandbox = config.commands.sandbox(config.spec, None, Streaming::Off)?;
         let invocation = sandbox.invocation(&args.name, &sandbox.identity())?;
         output::write_lines([invocation.display()])?;
         return Ok(exit::SUCCESS);
     }
     let audit = audit_log::for_runs(config.audit.as_ref())?;
-    let sandbox = config.commands.sandbox(config.spec, audit, !args.json)?;
+    let sandbox = config
+        .commands
+        .sandbox(config.spec, audit, streaming(args))?;
     let identity = sandbox.identity();
     let outcome = runtime()?.block_on(async {
         let mut shutdown = Shutdown::install()?;
@@ -77,6 +79,16 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             let context = format!("agentguard run {} ({})", args.name, other.reason());
             Err(anyhow::Error::new(other).context(context))
         }
+    }
+}
+
+/// How `run` copies the output: not at all with `--json`, byte for byte with `--raw`,
+/// otherwise neutralized on a terminal.
+fn streaming(args: &RunArgs) -> Streaming {
+    match (args.json, args.raw) {
+        (true, _) => Streaming::Off,
+        (false, true) => Streaming::Raw,
+        (false, false) => Streaming::Safe,
     }
 }
 

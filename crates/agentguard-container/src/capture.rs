@@ -27,6 +27,8 @@ pub(crate) struct Plan {
     pub(crate) drain_grace: Duration,
     /// Copy the kept output to this process's stdout and stderr as it arrives.
     pub(crate) tee: bool,
+    /// When copying to a terminal, neutralize what could act on it (`terminal.rs`).
+    pub(crate) neutralize: bool,
 }
 
 /// Counts the bytes a run has written to stdout and stderr so far (kept or not), for
@@ -95,8 +97,10 @@ where
     let mut captured = Captured::default();
     let (mut out_chunk, mut err_chunk) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
     let (mut out_tee, mut err_tee) = (
-        plan.tee.then(std::io::stdout),
-        plan.tee.then(std::io::stderr),
+        plan.tee
+            .then(|| crate::terminal::tee(std::io::stdout(), plan.neutralize)),
+        plan.tee
+            .then(|| crate::terminal::tee(std::io::stderr(), plan.neutralize)),
     );
     let mut killer = Killer {
         kill: Some(kill),
@@ -111,7 +115,7 @@ where
                 Some(n) => {
                     meter.inspect(|m| m.add(n));
                     let other = captured.stderr.len();
-                    captured.truncated |= keep(&mut captured.stdout, other, &out_chunk[..n], plan.cap, out_tee.as_mut().map(|w| w as &mut dyn Write));
+                    captured.truncated |= keep(&mut captured.stdout, other, &out_chunk[..n], plan.cap, out_tee.as_deref_mut().map(|w| w as &mut dyn Write));
                 }
                 None => stdout = None,
             },
@@ -119,7 +123,7 @@ where
                 Some(n) => {
                     meter.inspect(|m| m.add(n));
                     let other = captured.stdout.len();
-                    captured.truncated |= keep(&mut captured.stderr, other, &err_chunk[..n], plan.cap, err_tee.as_mut().map(|w| w as &mut dyn Write));
+                    captured.truncated |= keep(&mut captured.stderr, other, &err_chunk[..n], plan.cap, err_tee.as_deref_mut().map(|w| w as &mut dyn Write));
                 }
                 None => stderr = None,
             },

@@ -28,8 +28,21 @@ pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(30);
 pub struct ContainerExecutor {
     spec: ContainerSpec,
     audit: Option<Arc<dyn AuditSink>>,
-    stream: bool,
+    streaming: Streaming,
     drain_grace: Duration,
+}
+
+/// Whether a run's output is copied to this process's stdout and stderr as it arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Streaming {
+    /// Only captured (the result holds it).
+    #[default]
+    Off,
+    /// Copied; a stream that is a terminal gets it neutralized ([`crate::Neutralized`]), so
+    /// no escape sequence or control character of the command's reaches the operator.
+    Safe,
+    /// Copied byte for byte, even to a terminal (`agentguard run --raw`).
+    Raw,
 }
 
 impl ContainerExecutor {
@@ -38,14 +51,15 @@ impl ContainerExecutor {
         ContainerExecutor {
             spec,
             audit: None,
-            stream: false,
+            streaming: Streaming::Off,
             drain_grace: DEFAULT_DRAIN_GRACE,
         }
     }
 
-    /// Also copies the kept output to this process's stdout and stderr as it arrives.
-    pub fn with_streaming(mut self, stream: bool) -> ContainerExecutor {
-        self.stream = stream;
+    /// Whether the kept output is also copied to this process's stdout and stderr as it
+    /// arrives, and how ([`Streaming`]).
+    pub fn with_streaming(mut self, streaming: Streaming) -> ContainerExecutor {
+        self.streaming = streaming;
         self
     }
 
@@ -181,7 +195,8 @@ impl ContainerExecutor {
             deadline: tokio::time::Instant::from_std(started + self.spec.timeout()),
             cap: self.spec.max_output_bytes(),
             drain_grace: self.drain_grace,
-            tee: self.stream,
+            tee: self.streaming != Streaming::Off,
+            neutralize: self.streaming == Streaming::Safe,
         };
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let meter = identity.meter.as_ref();

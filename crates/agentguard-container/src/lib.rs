@@ -20,6 +20,7 @@ pub mod gc;
 mod process;
 mod result;
 mod spec;
+mod terminal;
 mod values;
 
 pub use argv::{
@@ -30,10 +31,11 @@ pub use builder::{ContainerSpecBuilder, MAX_TIMEOUT, check_mount_source};
 pub use capture::OutputMeter;
 pub use engine::{Engine, EngineKind, on_path};
 pub use error::{Error, Result, RunError};
-pub use executor::{ContainerExecutor, DEFAULT_DRAIN_GRACE};
+pub use executor::{ContainerExecutor, DEFAULT_DRAIN_GRACE, Streaming};
 pub use process::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START};
 pub use result::{RunResult, RunStatus};
 pub use spec::{ContainerSpec, ImagePin, WorkspaceMode};
+pub use terminal::Neutralized;
 pub use values::{ByteSize, Cpus, Pull, Runtime, UserIds};
 
 #[cfg(test)]

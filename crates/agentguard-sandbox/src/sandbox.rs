@@ -10,7 +10,7 @@ use std::time::Duration;
 use agentguard_audit::AuditSink;
 use agentguard_container::{
     ContainerExecutor, ContainerSpec, Invocation, Relay, RunError, RunIdentity, RunResult,
-    check_mount_source,
+    Streaming, check_mount_source,
 };
 use agentguard_egress::EgressProxy;
 use agentguard_netpin::DnsResolver;
@@ -65,7 +65,7 @@ struct CommandSettings {
 pub struct SandboxBuilder {
     spec: ContainerSpec,
     audit: Option<Arc<dyn AuditSink>>,
-    streaming: bool,
+    streaming: Streaming,
     drain_grace: Option<Duration>,
     network: Network,
     allow: Vec<String>,
@@ -84,7 +84,7 @@ impl Sandbox {
         SandboxBuilder {
             spec,
             audit: None,
-            streaming: false,
+            streaming: Streaming::Off,
             drain_grace: None,
             network: Network::None,
             allow: Vec::new(),
@@ -107,8 +107,8 @@ impl SandboxBuilder {
     }
 
     /// Copies the command's output to this process's stdout and stderr as it arrives.
-    pub fn streaming(mut self, stream: bool) -> Self {
-        self.streaming = stream;
+    pub fn streaming(mut self, streaming: Streaming) -> Self {
+        self.streaming = streaming;
         self
     }
 

@@ -209,7 +209,7 @@ impl Commands {
         &self,
         spec: ContainerSpec,
         audit: Option<Arc<dyn AuditSink>>,
-        streaming: bool,
+        streaming: agentguard_container::Streaming,
     ) -> anyhow::Result<Sandbox> {
         let egress = &self.egress;
         let mut builder = Sandbox::builder(spec)

@@ -408,3 +408,82 @@ async fn sigterm_ends_the_process_within_the_grace_whatever_the_connections_wait
     .await
     .unwrap();
 }
+
+/// Values the engine, the proxy or the cluster would silently ignore, misread or fail on
+/// mid-run are refused at load: exit 2, naming the key, before anything starts.
+#[test]
+fn config_bounds_are_checked_at_load_and_name_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = agentguard_test_support::FakeEngine::new();
+    let local = format!(
+        "image = \"localhost/tools:latest\"\nengine = \"{}\"\n",
+        engine.path().display()
+    );
+    let cluster = "image = \"localhost/tools@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\nengine = \"kubernetes\"\n[kubernetes]\nnamespace = \"agentguard\"\nproxy_image = \"localhost/agentguard@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"\n";
+    let egress = "[commands.t]\nargv = [\"true\"]\nnetwork = \"egress\"\n";
+    for (base, body, needle) in [
+        (
+            &*local,
+            "timeout = 9223372036854775807\n[commands]\nt = [\"true\"]\n",
+            "timeout",
+        ),
+        (
+            &*local,
+            "cpus = 0.001\n[commands]\nt = [\"true\"]\n",
+            "at least 0.01",
+        ),
+        (&*local, "cpus = 1e10\n[commands]\nt = [\"true\"]\n", "cpus"),
+        (
+            &*local,
+            "cpus = \"4096\"\n[commands]\nt = [\"true\"]\n",
+            "CPUs",
+        ),
+        (
+            &*local,
+            &format!("[egress]\nallow = [\"pkgs.example.com\"]\nallow_ports = []\n{egress}"),
+            "[egress] allow_ports = []",
+        ),
+        (
+            &*local,
+            "[commands]\nt = [\"true\"]\n[fetch]\nallow = [\"pkgs.example.com\"]\nallow_ports = []\n",
+            "[fetch] allow_ports = []",
+        ),
+        (
+            &*local,
+            &format!("[egress]\nallow = [\"--no-sni-check\"]\n{egress}"),
+            "begins or ends with `-`",
+        ),
+        (
+            &*local,
+            &format!("[egress]\nallow = [\"good.example.test:443\"]\n{egress}"),
+            "host with a port",
+        ),
+        (
+            &*local,
+            &format!(
+                "[egress]\nallow = [\"pkgs.example.com\"]\n{egress}egress_allow = [\"-x.example.com\"]\n"
+            ),
+            "commands.t.egress_allow",
+        ),
+        (
+            cluster,
+            &format!(
+                "[egress]\nallow = [\"pkgs.example.com\"]\nnameservers = [\"127.0.0.1:53\"]\n{egress}"
+            ),
+            "[egress] nameservers",
+        ),
+        (
+            cluster,
+            &format!("[egress]\nallow = [\"--no-sni-check\"]\n{egress}"),
+            "[egress] allow",
+        ),
+    ] {
+        let path = dir.path().join("agentguard.toml");
+        std::fs::write(&path, format!("{base}{body}")).unwrap();
+        let out = agentguard(&["run", "--config", path.to_str().unwrap(), "--dry-run", "t"]);
+        assert_eq!(out.status.code(), Some(2), "{body}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{body}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    }
+    assert!(engine.calls().is_empty(), "no engine was called");
+}

@@ -157,3 +157,46 @@ fn a_rw_workspace_never_runs_as_root() {
     );
     assert!(!run.contains(",readonly"), "{run}");
 }
+
+/// On a terminal (a pty from `script`), the command's escape sequences are shown as text and
+/// never act: no clipboard write, title, screen clear, hyperlink or line erase reaches the
+/// terminal, and a forged `agentguard:` line after `\r\e[K` is visibly the command's. With
+/// `--raw` the bytes pass; into a pipe they pass as they always did.
+#[test]
+fn on_a_terminal_the_commands_control_sequences_are_shown_not_acted_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = agentguard_test_support::FakeEngine::new();
+    let config = dir.path().join("agentguard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "image = \"localhost/tools:latest\"\nengine = \"{}\"\n[commands]\nevil = [\"printf\", \"\\\\033]52;c;cHduZWQ=\\\\007\\\\033]0;title\\\\007\\\\033[2J\\\\033]8;;http://x.example\\\\033\\\\\\\\link\\\\033]8;;\\\\033\\\\\\\\ ok\\\\r\\\\033[Kagentguard: all checks passed\\\\n\"]\n",
+            engine.path().display()
+        ),
+    )
+    .unwrap();
+    let on_a_terminal = |extra: &str| {
+        let line = format!(
+            "{} run --config {} {extra} evil",
+            env!("CARGO_BIN_EXE_agentguard"),
+            config.display()
+        );
+        let out = std::process::Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .env_remove("AGENTGUARD_LOG")
+            .output()
+            .expect("script(1) from util-linux runs");
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let shown = on_a_terminal("");
+    for live in ["\x1b]52", "\x1b]0;", "\x1b[2J", "\x1b]8;", "\x1b[K", "\x07"] {
+        assert!(!shown.contains(live), "{live:?} reached the terminal: {shown:?}");
+    }
+    assert!(shown.contains("^[]52;c;cHduZWQ=^G^[]0;title^G^[[2J"), "{shown:?}");
+    assert!(shown.contains("^[[Kagentguard: all checks passed"), "{shown:?}");
+    let raw = on_a_terminal("--raw");
+    assert!(raw.contains("\x1b]52;c;cHduZWQ=\x07"), "{raw:?}");
+    let piped = crate::agentguard(&["run", "--config", config.to_str().unwrap(), "evil"]);
+    assert!(crate::stdout(&piped).contains("\x1b]52;c;"), "a pipe gets the bytes");
+}
