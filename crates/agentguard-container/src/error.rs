@@ -118,6 +118,19 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    /// The process is out of file descriptors: the engine program could not be started now,
+    /// though it exists. Retryable once other runs end.
+    #[error(
+        "cannot start the engine program {program} now: this process is out of file descriptors (other runs hold them); the command did not start, try again when they end",
+        program = program.display()
+    )]
+    OutOfDescriptors {
+        /// The program.
+        program: PathBuf,
+        /// The OS error (EMFILE or ENFILE).
+        #[source]
+        source: std::io::Error,
+    },
     /// The engine could not mount the relay or the egress proxy's socket into the container:
     /// the run never starts without its proxy.
     #[error(
@@ -155,6 +168,22 @@ pub enum RunError {
 }
 
 impl RunError {
+    /// Why the engine program could not be started: out of descriptors (EMFILE, ENFILE: the
+    /// program is there, this process has none left), or missing.
+    pub(crate) fn spawn(program: PathBuf, source: std::io::Error) -> RunError {
+        if matches!(source.raw_os_error(), Some(23 | 24)) {
+            RunError::OutOfDescriptors { program, source }
+        } else {
+            RunError::EngineMissing { program, source }
+        }
+    }
+
+    /// True when the same run may succeed if tried again later (the process was out of
+    /// descriptors), as opposed to a mistake or a missing part that needs fixing first.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, RunError::OutOfDescriptors { .. })
+    }
+
     /// A stable snake_case reason code.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -164,11 +193,34 @@ impl RunError {
             RunError::UnknownRuntime { .. } => "unknown_runtime",
             RunError::EngineNotRunning { .. } => "engine_not_running",
             RunError::EngineMissing { .. } => "engine_missing",
+            RunError::OutOfDescriptors { .. } => "out_of_descriptors",
             RunError::RelayMount { .. } => "relay_mount_failed",
             RunError::Engine { .. } => "engine_error",
             RunError::Failed(_) => "command_failed",
             RunError::Audit(_) => "audit_failed",
             RunError::Io { .. } => "io_error",
+        }
+    }
+}
+
+#[cfg(test)]
+mod spawn_tests {
+    use super::RunError;
+
+    #[test]
+    fn out_of_descriptors_is_itself_and_retryable_never_a_missing_engine() {
+        for (errno, reason, retryable) in [
+            (24, "out_of_descriptors", true),
+            (23, "out_of_descriptors", true),
+            (2, "engine_missing", false),
+            (13, "engine_missing", false),
+        ] {
+            let error = RunError::spawn("docker".into(), std::io::Error::from_raw_os_error(errno));
+            assert_eq!(
+                (error.reason(), error.is_retryable()),
+                (reason, retryable),
+                "{errno}"
+            );
         }
     }
 }

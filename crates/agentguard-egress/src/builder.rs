@@ -81,11 +81,6 @@ impl Limits {
         }
         Ok(())
     }
-
-    /// The connection cap in force.
-    pub(crate) fn connections(&self) -> usize {
-        self.max_connections.unwrap_or(1024)
-    }
 }
 
 /// Builder for [`EgressProxy`].
@@ -96,6 +91,7 @@ pub struct EgressProxyBuilder {
     resolver: Option<Arc<dyn Resolve>>,
     limits: Limits,
     audit: Option<Arc<dyn AuditSink>>,
+    budget: Option<crate::ConnectionBudget>,
 }
 
 impl EgressProxy {
@@ -111,6 +107,7 @@ impl EgressProxy {
             resolver: None,
             limits: Limits::default(),
             audit: None,
+            budget: None,
         }
     }
 }
@@ -203,6 +200,14 @@ impl EgressProxyBuilder {
         self
     }
 
+    /// The budget of connections to draw from instead of the process's
+    /// ([`ConnectionBudget::process`](crate::ConnectionBudget::process)); ignored when
+    /// `max_connections` is set.
+    pub fn connection_budget(mut self, budget: crate::ConnectionBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
     /// Where every decision and every tunnel close is recorded.
     pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
         self.audit = Some(sink);
@@ -214,12 +219,14 @@ impl EgressProxyBuilder {
         let policy = self
             .policy
             .ok_or(agentguard_policy::Error::EmptyHostAllowlist)?;
-        let mut limits = self.limits;
+        let limits = self.limits;
         limits.validate()?;
-        let nofile = crate::limits::raise_nofile_limit();
-        limits
-            .max_connections
-            .get_or_insert_with(|| crate::limits::connections_for(nofile));
+        // An explicit cap is this proxy's own; otherwise it shares the process's budget.
+        let slots = match (limits.max_connections, self.budget) {
+            (Some(n), _) => Arc::new(tokio::sync::Semaphore::new(n)),
+            (None, Some(budget)) => budget.slots(),
+            (None, None) => crate::limits::ConnectionBudget::process().slots(),
+        };
         let resolver = match self.resolver {
             Some(r) => r,
             None => Arc::new(DnsResolver::system()?),
@@ -231,6 +238,7 @@ impl EgressProxyBuilder {
             audit: self.audit,
             bind: self.bind,
             tls_ports: self.tls_ports,
+            slots,
         })
         .await
     }

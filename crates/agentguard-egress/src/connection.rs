@@ -110,10 +110,10 @@ pub(crate) async fn over_capacity(
         RefusalKind::OutOfDescriptors => out_of_fds("accepting the connection"),
         _ => Refusal::new(
             RefusalKind::TooManyConnections,
-            format!(
-                "the proxy already handles {} connections",
-                shared.limits.connections()
-            ),
+            match shared.limits.max_connections {
+                Some(n) => format!("the proxy already handles {n} connections (its cap)"),
+                None => "every connection of the process's budget is taken (it is shared by every proxy in this process)".to_owned(),
+            },
         ),
     };
     refused(&shared, stream, "", &peer, refusal).await;

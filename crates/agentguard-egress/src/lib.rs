@@ -26,7 +26,8 @@ pub use builder::{EgressProxyBuilder, MAX_CONNECTIONS, MAX_TIMEOUT};
 pub use error::{Error, Result};
 pub use head::{RequestLine, parse_head};
 pub use limits::{
-    DESCRIPTORS_PER_TUNNEL, RESERVED_DESCRIPTORS, connections_for, raise_nofile_limit,
+    ConnectionBudget, DESCRIPTORS_PER_TUNNEL, RESERVED_DESCRIPTORS, connections_for,
+    raise_nofile_limit,
 };
 pub use response::RefusalKind;
 pub use server::{EgressProxy, Shutdown};

@@ -43,6 +43,41 @@ pub fn connections_for(nofile: Option<u64>) -> usize {
     }
 }
 
+/// The connections every proxy of this process draws from, together: one descriptor budget
+/// per process, so that many proxies in one process (one per egress run of `agentguard mcp`,
+/// of the Python package) can never flood it into failing everything else. The budget is
+/// [`connections_for`] the raised descriptor limit, which keeps [`RESERVED_DESCRIPTORS`] for
+/// the rest of the process: engine clients and their kills, the audit log, the transport.
+/// A proxy given an explicit `max_connections` has its own cap instead.
+#[derive(Debug, Clone)]
+pub struct ConnectionBudget(std::sync::Arc<tokio::sync::Semaphore>);
+
+impl ConnectionBudget {
+    /// A budget of `connections` (for a test, or a host that divides its descriptors itself).
+    pub fn new(connections: usize) -> ConnectionBudget {
+        ConnectionBudget(std::sync::Arc::new(tokio::sync::Semaphore::new(
+            connections.clamp(1, UNLIMITED_CAP),
+        )))
+    }
+
+    /// The one budget of this process, made on first use (raising the soft descriptor limit).
+    pub fn process() -> ConnectionBudget {
+        static BUDGET: std::sync::OnceLock<ConnectionBudget> = std::sync::OnceLock::new();
+        BUDGET
+            .get_or_init(|| ConnectionBudget::new(connections_for(raise_nofile_limit())))
+            .clone()
+    }
+
+    /// The connections free now.
+    pub fn available(&self) -> usize {
+        self.0.available_permits()
+    }
+
+    pub(crate) fn slots(&self) -> std::sync::Arc<tokio::sync::Semaphore> {
+        std::sync::Arc::clone(&self.0)
+    }
+}
+
 /// A descriptor held in reserve: when the proxy is out of descriptors and a client waits in
 /// the accept queue, the spare is given up for a moment so that client can be accepted and
 /// answered 503 `out_of_descriptors` at once, and taken back as soon as that answer's socket

@@ -49,6 +49,8 @@ pub(crate) struct Config {
     pub(crate) audit: Option<Arc<dyn AuditSink>>,
     pub(crate) bind: Bind,
     pub(crate) tls_ports: Vec<u16>,
+    /// The connections it may hold: its own cap, or the process's budget.
+    pub(crate) slots: Arc<Semaphore>,
 }
 
 /// A running proxy. Dropping it stops everything at once; [`EgressProxy::shutdown`] is graceful.
@@ -111,7 +113,7 @@ pub(crate) async fn start(config: Config) -> Result<EgressProxy> {
             audit: config.audit,
             local_addr,
             tls_ports: config.tls_ports,
-            slots: Arc::new(Semaphore::new(config.limits.connections())),
+            slots: config.slots,
         })
     };
     let accepting = CancellationToken::new();

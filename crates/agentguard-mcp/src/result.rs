@@ -60,12 +60,13 @@ pub fn finished(tool: &str, finished: &Finished, check: bool) -> Outcome {
 
 /// The result of a run that did not happen, or did not finish.
 pub fn run_error(tool: &str, error: &SandboxError) -> Outcome {
+    let retryable = matches!(error, SandboxError::Run(e) if e.is_retryable());
     refused(
         tool,
         if error.is_denial() { "denied" } else { "error" },
         error.reason(),
         &error_chain(error),
-        false,
+        retryable,
     )
 }
 

@@ -186,17 +186,34 @@ fn on_a_terminal_the_commands_control_sequences_are_shown_not_acted_on() {
             .env_remove("AGENTGUARD_LOG")
             .output()
             .expect("script(1) from util-linux runs");
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let shown = on_a_terminal("");
     for live in ["\x1b]52", "\x1b]0;", "\x1b[2J", "\x1b]8;", "\x1b[K", "\x07"] {
-        assert!(!shown.contains(live), "{live:?} reached the terminal: {shown:?}");
+        assert!(
+            !shown.contains(live),
+            "{live:?} reached the terminal: {shown:?}"
+        );
     }
-    assert!(shown.contains("^[]52;c;cHduZWQ=^G^[]0;title^G^[[2J"), "{shown:?}");
-    assert!(shown.contains("^[[Kagentguard: all checks passed"), "{shown:?}");
+    assert!(
+        shown.contains("^[]52;c;cHduZWQ=^G^[]0;title^G^[[2J"),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("^[[Kagentguard: all checks passed"),
+        "{shown:?}"
+    );
     let raw = on_a_terminal("--raw");
     assert!(raw.contains("\x1b]52;c;cHduZWQ=\x07"), "{raw:?}");
     let piped = crate::agentguard(&["run", "--config", config.to_str().unwrap(), "evil"]);
-    assert!(crate::stdout(&piped).contains("\x1b]52;c;"), "a pipe gets the bytes");
+    assert!(
+        crate::stdout(&piped).contains("\x1b]52;c;"),
+        "a pipe gets the bytes"
+    );
 }

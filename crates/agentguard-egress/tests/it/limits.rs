@@ -295,3 +295,48 @@ async fn a_large_download_arrives_complete_before_the_fin() {
     }
     assert_eq!(total, 64 << 20, "bytes lost in the tunnel");
 }
+
+/// Every proxy of one process draws from one budget: a flood of one proxy's connections
+/// takes the budget from all of them (503 `too_many_connections` at once, never a lost
+/// descriptor elsewhere), and the budget comes back as the flood's connections close.
+#[tokio::test]
+async fn proxies_sharing_a_budget_cannot_flood_past_it_together() {
+    let env = Env::start().await;
+    let budget = agentguard_egress::ConnectionBudget::new(4);
+    let start = |budget: &agentguard_egress::ConnectionBudget| {
+        env.proxy(&["pkgs.example.test"])
+            .connection_budget(budget.clone())
+            .start()
+    };
+    let (flooded, other) = (start(&budget).await.unwrap(), start(&budget).await.unwrap());
+    // Four silent clients of the first proxy hold the whole budget while their heads are read.
+    let mut flood = Vec::new();
+    for _ in 0..4 {
+        flood.push(TcpStream::connect(flooded.local_addr()).await.unwrap());
+    }
+    for _ in 0..500 {
+        if budget.available() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(budget.available(), 0, "the flood holds the budget");
+    let request = format!("CONNECT pkgs.example.test:{} HTTP/1.1\r\n\r\n", env.port());
+    let reply = send(other.local_addr(), request.as_bytes()).await;
+    assert_eq!(
+        (reply.status, reply.header("X-AgentGuard-Reason").as_deref()),
+        (503, Some("too_many_connections")),
+        "the other proxy shares the budget"
+    );
+    drop(flood);
+    for _ in 0..500 {
+        if budget.available() == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(budget.available(), 4, "the slots come back");
+    let target = format!("pkgs.example.test:{}", env.port());
+    let mut stream = tunnel(other.local_addr(), &target).await;
+    assert_eq!(echo(&mut stream, b"served again").await, b"served again");
+}
