@@ -150,6 +150,8 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("engine", ValueType::String),
     ("namespace", ValueType::String),
     ("weakened", ValueType::Strings),
+    ("repeated", ValueType::Number),
+    ("summarized", ValueType::Bool),
 ];
 
 /// The first known key of `event` whose value has another type than [`KEYS`] says.

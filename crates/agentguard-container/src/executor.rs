@@ -183,15 +183,9 @@ impl ContainerExecutor {
     ) -> Result<RunResult, RunError> {
         self.verify_pin().await?;
         let started = Instant::now();
-        let mut child = spawn_command(invocation).spawn().map_err(|source| {
-            let program = invocation.program.clone();
-            // EMFILE/ENFILE: the program is there, this process has no descriptor left.
-            if matches!(source.raw_os_error(), Some(23 | 24)) {
-                RunError::OutOfDescriptors { program, source }
-            } else {
-                RunError::EngineMissing { program, source }
-            }
-        })?;
+        let mut child = spawn_command(invocation)
+            .spawn()
+            .map_err(|source| RunError::spawn(invocation.program.clone(), source))?;
         let plan = Plan {
             // The spec bounds the timeout (MAX_TIMEOUT): this cannot overflow.
             deadline: tokio::time::Instant::from_std(started + self.spec.timeout()),

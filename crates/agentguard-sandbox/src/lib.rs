@@ -23,7 +23,7 @@ pub mod relay;
 pub mod run_dir;
 mod sandbox;
 
-pub use count::EgressCounts;
+pub use count::{EgressCounts, MAX_REFUSAL_EVENTS, MERGE_WINDOW};
 pub use error::{Error, Result};
 pub use network::{DEFAULT_PROXY_PORT, Network};
 pub use sandbox::{Finished, Sandbox, SandboxBuilder};

@@ -82,12 +82,19 @@ network = "egress"
 [commands.other]
 argv = ["sh", "-c", "{evil}"]
 egress_allow = ["evil.example.test"]
+
+[commands.flood]
+argv = ["python3", "-c", "{flood}"]
 "#,
             engine = engine.path().display(),
             dns = dns.addr(),
             proxy = free_port(),
             good = curl("good.example.test").replace('"', "\\\""),
             evil = curl("evil.example.test").replace('"', "\\\""),
+            flood = FLOOD
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n"),
         );
         let config = dir.path().join("agentguard.toml");
         std::fs::write(&config, text).unwrap();
@@ -136,6 +143,9 @@ egress_allow = ["evil.example.test"]
             .collect()
     }
 }
+
+/// 3000 refused CONNECTs through the relay, one after another; prints how many were made.
+const FLOOD: &str = "import os, socket\nport = int(os.environ['HTTPS_PROXY'].rsplit(':', 1)[1])\nfor i in range(3000):\n    s = socket.create_connection(('127.0.0.1', port))\n    s.sendall(b'CONNECT evil.example.test:443 HTTP/1.1\\r\\n\\r\\n')\n    assert s.recv(100).startswith(b'HTTP/1.1 403'), i\n    s.close()\nprint('refused', i + 1)";
 
 /// Runs a blocking body on the blocking pool, so the fake DNS and the upstream keep serving.
 async fn blocking<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
@@ -341,4 +351,41 @@ fn egress_config_mistakes_are_usage_errors_that_say_what_to_write() {
         assert!(stderr(&out).contains(needle), "{text}: {}", stderr(&out));
     }
     let _ = Path::new(".");
+}
+
+/// A run flooding its proxy with refused CONNECTs writes a handful of events, not one per
+/// refusal; the events still account for every refusal, and `--json` counts them exactly.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_refusals_is_merged_in_the_audit_log_and_counted_exactly() {
+    let world = World::start().await;
+    let world = blocking(move || {
+        let out = world.run(&["flood", "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(value["stdout"], "refused 3000\n", "{value}");
+        assert_eq!(value["egress"]["denied"], 3000, "{value}");
+        world
+    })
+    .await;
+    let refusals: Vec<_> = world
+        .audit()
+        .into_iter()
+        .filter(|r| r["kind"] == "egress_connect")
+        .collect();
+    assert!(
+        refusals.len() < 50,
+        "{} events for 3000 refusals",
+        refusals.len()
+    );
+    let accounted: u64 = refusals
+        .iter()
+        .map(|r| r["data"]["repeated"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(accounted, 3000, "every refusal is in an event or its count");
+    let verify = agentguard(&[
+        "audit",
+        "verify",
+        world.dir.path().join("audit.jsonl").to_str().unwrap(),
+    ]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
 }
