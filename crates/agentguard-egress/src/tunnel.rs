@@ -153,6 +153,34 @@ async fn when_ready<R>(
     }
 }
 
+/// How often a write that waits for a socket to be writable is tried anyway.
+const DRAIN_POLL: Duration = Duration::from_millis(100);
+
+/// Retries the write `f` until `socket` takes bytes: at readiness, and also every
+/// [`DRAIN_POLL`] without it. A socket is reported writable only once a third of its buffer is
+/// free, and a slow reader frees that much slower than the idle timeout: while the kernel
+/// drains the queue to the reader, a try moves the bytes that fit, and each is activity.
+async fn when_writable<R>(
+    socket: &impl Socket,
+    mut f: impl FnMut() -> io::Result<R>,
+) -> io::Result<R> {
+    loop {
+        let ready = tokio::select! {
+            ready = socket.ready(Interest::WRITABLE) => { ready?; true }
+            () = tokio::time::sleep(DRAIN_POLL) => false,
+        };
+        let attempt = if ready {
+            socket.attempt(Interest::WRITABLE, &mut f)
+        } else {
+            f()
+        };
+        match attempt {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            other => return other,
+        }
+    }
+}
+
 /// One direction: `from` to `to`, until `from` sends its FIN.
 async fn forward(from: &impl Socket, to: &impl Socket, meter: Meter<'_>) -> io::Result<()> {
     from.ready(Interest::READABLE).await?;
@@ -172,10 +200,8 @@ async fn forward(from: &impl Socket, to: &impl Socket, meter: Meter<'_>) -> io::
         }
         let mut left = n;
         while left > 0 {
-            let m = when_ready(to, Interest::WRITABLE, || {
-                Ok(splice(&pipe_read, None, to, None, left, flags)?)
-            })
-            .await?;
+            let m =
+                when_writable(to, || Ok(splice(&pipe_read, None, to, None, left, flags)?)).await?;
             left -= m;
             meter.wrote(m);
         }
@@ -196,13 +222,28 @@ async fn copy(from: &impl Socket, to: &impl Socket, meter: Meter<'_>) -> io::Res
         }
         let mut written = 0;
         while written < n {
-            let m = when_ready(to, Interest::WRITABLE, || {
-                Ok(rustix::io::write(to, &buf[written..n])?)
-            })
-            .await?;
+            let m = when_writable(to, || Ok(rustix::io::write(to, &buf[written..n])?)).await?;
             written += m;
             meter.wrote(m);
         }
+    }
+}
+
+/// The slowest reader the idle timeout never cuts while it reads, bytes per second.
+pub(crate) const MIN_READ_RATE: u64 = 16 * 1024;
+
+/// Bounds what the kernel queues for `socket`'s reader to what [`MIN_READ_RATE`] drains in
+/// half the idle timeout. The pump cannot see that queue drain (no safe system call reports
+/// it), only its own writes: with the queue bounded, a reader that takes at least
+/// `MIN_READ_RATE` makes room for a write well within every idle timeout, and the last bytes
+/// left queued when the upstream goes quiet are read before the tunnel could be idle. Only
+/// short idle timeouts lower the buffer; the default (300 s) leaves the kernel's own.
+fn bound_send_queue(socket: &impl AsFd, idle: Duration) {
+    let most = (idle.as_millis() as u64).saturating_mul(MIN_READ_RATE) / 2000;
+    let most = usize::try_from(most).unwrap_or(usize::MAX);
+    if rustix::net::sockopt::socket_send_buffer_size(socket).is_ok_and(|now| now > most) {
+        // The kernel doubles what it is asked for (and keeps a floor of about 4 KiB).
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(socket, (most / 2).max(2048));
     }
 }
 
@@ -213,6 +254,8 @@ pub(crate) async fn run(
     timeouts: Timeouts,
     cancel: &CancellationToken,
 ) -> Stats {
+    bound_send_queue(client, timeouts.idle);
+    bound_send_queue(upstream, timeouts.idle);
     let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
     let activity = Activity {
         start: Instant::now(),
@@ -321,5 +364,53 @@ mod tests {
         assert_eq!(received, TOTAL, "{stats:?}");
         assert_eq!(stats.down, TOTAL as u64);
         assert_ne!(stats.end, End::IdleTimeout);
+    }
+
+    /// A client that reads slowly behind an ordinary socket buffer: a UNIX socket is
+    /// reported writable only once three quarters of its buffer are free, so the proxy's
+    /// writes would come seconds apart (here 1.5 s) while the client keeps reading. The pump
+    /// tries the write anyway while it waits, so each drained part is written, and counted
+    /// as activity, as the kernel frees it: never idle while the client reads, nothing lost.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_reader_behind_a_large_buffer_is_not_idle_and_loses_nothing() {
+        const TOTAL: usize = 1536 * 1024;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let source = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            stream.write_all(&vec![7u8; TOTAL]).await.unwrap();
+            // No FIN: the upstream stays open and silent, as a keep-alive server does.
+            let mut rest = Vec::new();
+            let _ = stream.read_to_end(&mut rest).await;
+        });
+        let upstream = TcpStream::connect(addr).await.unwrap();
+        let (proxy_side, mut client) = UnixStream::pair().unwrap();
+        // The kernel doubles it (and caps it at wmem_max): a few hundred KB, as by default.
+        rustix::net::sockopt::set_socket_send_buffer_size(&proxy_side, 200_000).unwrap();
+        let timeouts = Timeouts {
+            idle: Duration::from_millis(500),
+            half_close: Duration::from_secs(30),
+        };
+        let cancel = CancellationToken::new();
+        let tunnel = tokio::spawn(async move {
+            let stats = run(&proxy_side, &upstream, timeouts, &cancel).await;
+            drop(proxy_side);
+            stats
+        });
+        // 10 KiB every 50 ms, about 200 KB/s.
+        let mut buf = vec![0u8; 10 * 1024];
+        let mut total = 0;
+        while total < TOTAL {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+        drop(client);
+        let stats = tunnel.await.unwrap();
+        source.abort();
+        assert_eq!(total, TOTAL, "the tunnel was cut while the client read");
+        assert_eq!(stats.down, TOTAL as u64, "{stats:?}");
     }
 }

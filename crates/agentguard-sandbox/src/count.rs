@@ -126,6 +126,22 @@ impl RunSink {
         Ok(())
     }
 
+    /// Drives `run` to its end, writing the merged refusals at least once a window meanwhile.
+    pub(crate) async fn flushing<F: std::future::Future>(&self, run: F) -> F::Output {
+        tokio::pin!(run);
+        let mut every = tokio::time::interval(MERGE_WINDOW);
+        loop {
+            tokio::select! {
+                outcome = &mut run => return outcome,
+                _ = every.tick() => {
+                    if let Err(e) = self.flush(false) {
+                        tracing::error!(error = %e, "recording the run's merged refusals failed");
+                    }
+                }
+            }
+        }
+    }
+
     /// A refusal: written, merged into its window's count, or (past the cap) summarized.
     fn refusal(&self, event: Event) -> agentguard_audit::Result<Receipt> {
         let decision = event.decision.as_str();

@@ -371,20 +371,7 @@ impl Sandbox {
             relay: Some(self.relay_at(&program, &dir.file(SOCKET_FILE))),
             ..identity.clone()
         };
-        let run = self.executor.run_with(name, &identity);
-        tokio::pin!(run);
-        // Merged refusals are written at least once a window while the run lives.
-        let mut flush = tokio::time::interval(crate::count::MERGE_WINDOW);
-        let outcome = loop {
-            tokio::select! {
-                outcome = &mut run => break outcome,
-                _ = flush.tick() => {
-                    if let Err(e) = sink.flush(false) {
-                        tracing::error!(error = %e, "recording the run's merged refusals failed");
-                    }
-                }
-            }
-        };
+        let outcome = sink.flushing(self.executor.run_with(name, &identity)).await;
         // The container is gone: nothing can use the tunnels any more.
         let _ = proxy.shutdown(Duration::ZERO).await;
         drop(dir);
