@@ -80,6 +80,8 @@ pub(crate) struct Captured {
     pub(crate) stop: Option<Stop>,
     /// The client kept its output open past the drain grace after the kill.
     pub(crate) hung: bool,
+    /// The kill agentguard started did not remove the container: what the engine said.
+    pub(crate) kill_failed: Option<String>,
 }
 
 /// Reads both pipes until they close, calling `kill` at most once, on the deadline or on
@@ -92,7 +94,7 @@ pub(crate) async fn capture<K>(
     kill: K,
 ) -> Captured
 where
-    K: FnOnce() -> JoinHandle<()>,
+    K: FnOnce() -> JoinHandle<Result<(), String>>,
 {
     let mut captured = Captured::default();
     let (mut out_chunk, mut err_chunk) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
@@ -141,7 +143,11 @@ where
         }
     }
     if let Some(task) = killer.task {
-        let _ = task.await;
+        captured.kill_failed = match task.await {
+            Ok(Ok(())) => None,
+            Ok(Err(message)) => Some(message),
+            Err(e) => Some(format!("the kill task failed: {e}")),
+        };
     }
     captured
 }
@@ -149,12 +155,12 @@ where
 /// The kill, started at most once, and the end of the drain after it.
 struct Killer<K> {
     kill: Option<K>,
-    task: Option<JoinHandle<()>>,
+    task: Option<JoinHandle<Result<(), String>>>,
     drain_until: Option<tokio::time::Instant>,
     grace: Duration,
 }
 
-impl<K: FnOnce() -> JoinHandle<()>> Killer<K> {
+impl<K: FnOnce() -> JoinHandle<Result<(), String>>> Killer<K> {
     fn start(&mut self, stop: Stop, captured: &mut Captured) {
         if let Some(kill) = self.kill.take() {
             captured.stop = Some(stop);

@@ -142,6 +142,19 @@ pub enum RunError {
         /// What it said on stderr.
         message: String,
     },
+    /// agentguard stopped the run (its timeout, its output limit) but the engine did not kill
+    /// and remove the container, even when tried again: it may still run.
+    #[error(
+        "the {engine} engine did not kill container {container}, which may still be running: {message}; check `{engine} ps` and remove it (`agentguard gc` does)"
+    )]
+    KillFailed {
+        /// The container's name.
+        container: String,
+        /// The engine.
+        engine: EngineKind,
+        /// What happened on the last try.
+        message: String,
+    },
     /// The engine failed in another way (exit status 125).
     #[error("the {engine} engine failed (exit status 125) before the command ran: {message}")]
     Engine {
@@ -196,6 +209,7 @@ impl RunError {
             RunError::OutOfDescriptors { .. } => "out_of_descriptors",
             RunError::RelayMount { .. } => "relay_mount_failed",
             RunError::Engine { .. } => "engine_error",
+            RunError::KillFailed { .. } => "kill_failed",
             RunError::Failed(_) => "command_failed",
             RunError::Audit(_) => "audit_failed",
             RunError::Io { .. } => "io_error",

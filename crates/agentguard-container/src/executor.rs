@@ -23,6 +23,10 @@ use crate::spec::{ContainerSpec, ImagePin};
 /// How long output may keep flowing after agentguard killed a container, and how long the
 /// client may take to exit after its output closed, unless set otherwise.
 pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(30);
+/// How many times a kill (`kill`, then `rm -f`) is tried before the run is an engine error.
+pub const KILL_ATTEMPTS: u32 = 3;
+/// The pause before the second try of a kill (twice it before the third).
+const KILL_PAUSE: Duration = Duration::from_millis(500);
 
 /// Runs allowlisted commands of one spec (the seed's `ContainerExecutor`).
 pub struct ContainerExecutor {
@@ -183,6 +187,9 @@ impl ContainerExecutor {
     ) -> Result<RunResult, RunError> {
         self.verify_pin().await?;
         let started = Instant::now();
+        // The descriptors a kill needs are held from before the start until the kill.
+        let reserve = crate::process::Reserve::take()
+            .map_err(|source| RunError::spawn(invocation.program.clone(), source))?;
         let mut child = spawn_command(invocation)
             .spawn()
             .map_err(|source| RunError::spawn(invocation.program.clone(), source))?;
@@ -197,9 +204,18 @@ impl ContainerExecutor {
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let meter = identity.meter.as_ref();
         let captured = capture(stdout, stderr, plan, meter, || {
-            self.spawn_kill(&identity.name)
+            self.spawn_kill(&identity.name, Some(reserve))
         })
         .await;
+        if let (Some(_), Some(message)) = (captured.stop, &captured.kill_failed) {
+            // Never a timeout or an output limit while the container may still run.
+            let _ = child.start_kill();
+            return Err(RunError::KillFailed {
+                container: identity.name.clone(),
+                engine: self.spec.engine().kind,
+                message: message.clone(),
+            });
+        }
         if captured.hung {
             // The client kept its output open past the grace period: it is killed too.
             let _ = child.start_kill();
@@ -251,17 +267,55 @@ impl ContainerExecutor {
         Ok(result)
     }
 
-    /// Kills the container by name, then removes it; errors are ignored (it may be gone).
+    /// Kills the container by name, then removes it, retried until the engine says it is
+    /// gone (see [`KILL_ATTEMPTS`]); a container that could not be removed is logged with its
+    /// name (`agentguard gc` removes it later).
     pub async fn kill_by_name(&self, name: &str) {
-        let _ = self.spawn_kill(name).await;
+        let message = match self.spawn_kill(name, None).await {
+            Ok(Ok(())) => return,
+            Ok(Err(message)) => message,
+            Err(e) => format!("the kill task failed: {e}"),
+        };
+        tracing::error!(container = name, %message, "the container could not be killed");
     }
 
-    fn spawn_kill(&self, name: &str) -> tokio::task::JoinHandle<()> {
+    /// The kill of `name` in its own task: `kill`, then `rm -f`, retried with a pause until
+    /// `rm -f` succeeds or says there is no such container. `reserve` (descriptors held since
+    /// before the run started) is given up just before the first engine command, so a
+    /// process out of descriptors can still kill what it started.
+    fn spawn_kill(
+        &self,
+        name: &str,
+        reserve: Option<crate::process::Reserve>,
+    ) -> tokio::task::JoinHandle<Result<(), String>> {
         let kill = self.spec.engine_command(&["kill", name]);
         let remove = self.spec.engine_command(&["rm", "-f", name]);
+        let name = name.to_owned();
         tokio::spawn(async move {
-            let _ = run_quiet(&kill).await;
-            let _ = run_quiet(&remove).await;
+            drop(reserve);
+            let mut said = String::new();
+            for attempt in 0..KILL_ATTEMPTS {
+                if attempt > 0 {
+                    tokio::time::sleep(KILL_PAUSE * attempt).await;
+                }
+                let _ = run_quiet(&kill).await;
+                match run_quiet(&remove).await {
+                    Ok(out) if out.status.success() => return Ok(()),
+                    Ok(out) => {
+                        said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+                        let lower = said.to_ascii_lowercase();
+                        if lower.contains("no such container")
+                            || lower.contains("no container with")
+                        {
+                            return Ok(());
+                        }
+                    }
+                    Err(e) => said = e.to_string(),
+                }
+            }
+            Err(format!(
+                "container {name} could not be killed and removed after {KILL_ATTEMPTS} attempts: {said}"
+            ))
         })
     }
 

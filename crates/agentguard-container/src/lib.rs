@@ -31,7 +31,7 @@ pub use builder::{ContainerSpecBuilder, MAX_TIMEOUT, check_mount_source};
 pub use capture::OutputMeter;
 pub use engine::{Engine, EngineKind, on_path};
 pub use error::{Error, Result, RunError};
-pub use executor::{ContainerExecutor, DEFAULT_DRAIN_GRACE, Streaming};
+pub use executor::{ContainerExecutor, DEFAULT_DRAIN_GRACE, KILL_ATTEMPTS, Streaming};
 pub use process::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START};
 pub use result::{RunResult, RunStatus};
 pub use spec::{ContainerSpec, ImagePin, WorkspaceMode};

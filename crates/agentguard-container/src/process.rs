@@ -151,3 +151,21 @@ pub(crate) fn own_ids() -> Result<(u32, u32)> {
         source: std::io::Error::other("no Uid: or Gid: line"),
     })
 }
+
+/// Descriptors held for a run's kill from before the run starts: two engine commands, each
+/// with its stdout and stderr pipes, one at a time. Dropped (given back) just before the kill.
+#[derive(Debug)]
+pub(crate) struct Reserve(#[allow(dead_code)] Vec<std::fs::File>);
+
+/// Descriptors a kill needs at once: one engine command's two pipes, two ends each.
+const RESERVED_FOR_KILL: usize = 4;
+
+impl Reserve {
+    /// Takes the descriptors, or says the process has none to spare (EMFILE).
+    pub(crate) fn take() -> std::io::Result<Reserve> {
+        (0..RESERVED_FOR_KILL)
+            .map(|_| std::fs::File::open("/dev/null"))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map(Reserve)
+    }
+}

@@ -24,6 +24,17 @@ impl Default for FakeEngine {
 }
 
 impl FakeEngine {
+    /// While `yes`, the fake daemon refuses every `kill` and `rm` (the "container" runs on).
+    pub fn fail_kills(&self, yes: bool) {
+        let marker = self.dir.path().join("state").join("fail-kill");
+        if yes {
+            std::fs::create_dir_all(marker.parent().unwrap()).expect("the state folder");
+            std::fs::write(&marker, "").expect("the fail-kill marker");
+        } else {
+            let _ = std::fs::remove_file(&marker);
+        }
+    }
+
     /// Writes the fake engine, named `docker`, into a new temporary folder.
     pub fn new() -> FakeEngine {
         FakeEngine::named("docker")

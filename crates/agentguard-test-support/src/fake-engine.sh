@@ -62,6 +62,11 @@ case "$sub" in
         exit "$status"
         ;;
     kill)
+        # `fail_kills`: the daemon refuses every kill and removal (the container keeps running).
+        if [ -f "$state/fail-kill" ]; then
+            echo "Error response from daemon: cannot kill container $1: permission denied" >&2
+            exit 1
+        fi
         if [ -f "$state/$1.pid" ]; then
             kill -KILL "$(cat "$state/$1.pid")" 2>/dev/null
             rm -f "$state/$1.pid"
@@ -70,7 +75,14 @@ case "$sub" in
         pkill -KILL -f -- "--forward .*/$1/proxy.sock" 2>/dev/null
         exit 0
         ;;
-    rm|ps|info|version)
+    rm)
+        if [ -f "$state/fail-kill" ]; then
+            echo "Error response from daemon: cannot remove container: permission denied" >&2
+            exit 1
+        fi
+        exit 0
+        ;;
+    ps|info|version)
         exit 0
         ;;
     image)

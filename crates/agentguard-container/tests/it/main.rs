@@ -187,3 +187,36 @@ async fn every_engine_command_of_a_podman_runsc_run_carries_the_global_flags() {
         );
     }
 }
+
+/// A timeout is reported only once the kill succeeded: when the engine refuses the kill, it is
+/// tried again, then the run is an engine error that names the container (which may still
+/// run), never `timed_out`.
+#[tokio::test]
+async fn a_kill_the_engine_refuses_is_retried_and_reported_with_the_container() {
+    let engine = FakeEngine::new();
+    let executor = ContainerExecutor::new(
+        spec(&engine)
+            .timeout(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    )
+    .with_drain_grace(Duration::from_millis(500));
+    engine.fail_kills(true);
+    let error = executor.run("sleepy").await.unwrap_err();
+    let RunError::KillFailed { container, .. } = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(error.reason(), "kill_failed");
+    assert!(error.to_string().contains(container.as_str()), "{error}");
+    assert!(error.to_string().contains("permission denied"), "{error}");
+    let kills = engine
+        .calls()
+        .iter()
+        .filter(|c| *c == &format!("kill {container}"))
+        .count();
+    assert_eq!(kills as u32, agentguard_container::KILL_ATTEMPTS, "retried");
+    assert_eq!(engine.running(), vec![container.clone()], "it still runs");
+    engine.fail_kills(false);
+    executor.kill_by_name(container).await;
+    assert!(engine.running().is_empty());
+}
