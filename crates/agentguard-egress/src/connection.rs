@@ -26,7 +26,8 @@ use crate::head::head_end;
 use crate::hello::check_hello;
 use crate::limits::out_of_descriptors;
 use crate::response::{ESTABLISHED, Refusal, RefusalKind, refuse};
-use crate::tunnel::{self, Socket, Timeouts};
+use crate::socket::Socket;
+use crate::tunnel::{self, Timeouts};
 
 /// What every connection of one proxy shares.
 pub(crate) struct Shared {

@@ -19,6 +19,7 @@ mod limits;
 mod response;
 mod server;
 mod sni;
+mod socket;
 mod tunnel;
 
 pub use blocking::BlockingEgressProxy;

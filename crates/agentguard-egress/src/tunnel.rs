@@ -11,7 +11,6 @@
 //! passed on (`shutdown(SHUT_WR)` of the other side) and the other direction keeps flowing,
 //! for as long as it moves bytes, but no longer than the half-close timeout of silence.
 
-use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,39 +18,14 @@ use std::time::{Duration, Instant};
 
 use rustix::pipe::{PipeFlags, SpliceFlags, fcntl_setpipe_size, pipe_with, splice};
 use tokio::io::Interest;
-use tokio::net::{TcpStream, UnixStream};
+
+use crate::socket::{Socket, when_ready, when_writable};
+use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 const BUFFER: usize = 64 * 1024;
 /// The pipe size asked for (the kernel's default is 64 KiB; up to pipe-max-size, 1 MiB).
 const PIPE: usize = 1024 * 1024;
-
-/// A socket the pump can wait on and move bytes through: TCP or UNIX.
-pub(crate) trait Socket: AsFd + Send + Sync {
-    fn ready(&self, interest: Interest) -> impl Future<Output = io::Result<()>> + Send;
-    fn attempt<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R>;
-}
-
-macro_rules! socket {
-    ($type:ty) => {
-        impl Socket for $type {
-            async fn ready(&self, interest: Interest) -> io::Result<()> {
-                <$type>::ready(self, interest).await.map(|_| ())
-            }
-
-            fn attempt<R>(
-                &self,
-                interest: Interest,
-                f: impl FnOnce() -> io::Result<R>,
-            ) -> io::Result<R> {
-                self.try_io(interest, f)
-            }
-        }
-    };
-}
-
-socket!(TcpStream);
-socket!(UnixStream);
 
 /// How a tunnel ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,49 +110,6 @@ fn make_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     // A larger pipe means fewer system calls; the default is fine if the kernel refuses.
     let _ = fcntl_setpipe_size(&write, PIPE);
     Ok((read, write))
-}
-
-/// Retries `f` whenever `socket` says it would block, waiting for readiness in between.
-async fn when_ready<R>(
-    socket: &impl Socket,
-    interest: Interest,
-    mut f: impl FnMut() -> io::Result<R>,
-) -> io::Result<R> {
-    loop {
-        socket.ready(interest).await?;
-        match socket.attempt(interest, &mut f) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            other => return other,
-        }
-    }
-}
-
-/// How often a write that waits for a socket to be writable is tried anyway.
-const DRAIN_POLL: Duration = Duration::from_millis(100);
-
-/// Retries the write `f` until `socket` takes bytes: at readiness, and also every
-/// [`DRAIN_POLL`] without it. A socket is reported writable only once a third of its buffer is
-/// free, and a slow reader frees that much slower than the idle timeout: while the kernel
-/// drains the queue to the reader, a try moves the bytes that fit, and each is activity.
-async fn when_writable<R>(
-    socket: &impl Socket,
-    mut f: impl FnMut() -> io::Result<R>,
-) -> io::Result<R> {
-    loop {
-        let ready = tokio::select! {
-            ready = socket.ready(Interest::WRITABLE) => { ready?; true }
-            () = tokio::time::sleep(DRAIN_POLL) => false,
-        };
-        let attempt = if ready {
-            socket.attempt(Interest::WRITABLE, &mut f)
-        } else {
-            f()
-        };
-        match attempt {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            other => return other,
-        }
-    }
 }
 
 /// One direction: `from` to `to`, until `from` sends its FIN.
