@@ -164,6 +164,8 @@ fn test_combo(combo: Combo, binary: &std::path::Path) -> Result<usize> {
         .env("AGENTGUARD_E2E_MCP_PYTHON", setup::mcp_python())
         // Must never reach a container: the executor passes only a short list to the engine.
         .env("AGENTGUARD_E2E_CANARY", "leaked-from-host")
+        // The non-root user of the rootless Podman checks.
+        .env("AGENTGUARD_E2E_ROOTLESS_USER", setup::ROOTLESS_USER)
         .env("HTTP_PROXY", "http://127.0.0.1:9");
     match combo.runtime {
         Some(runtime) => command.env("AGENTGUARD_E2E_RUNTIME", runtime),

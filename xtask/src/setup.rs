@@ -24,6 +24,8 @@ const PACKAGES: &[(&str, &str)] = &[
     ("busybox-static", "/var/lib/dpkg/info/busybox-static.list"),
     ("debootstrap", "/usr/sbin/debootstrap"),
     ("catatonit", "/usr/libexec/podman/catatonit"),
+    // newuidmap/newgidmap for the rootless Podman user of the e2e suite.
+    ("uidmap", "/usr/bin/newuidmap"),
     // Real clients for the egress proxy tests.
     ("curl", "/usr/bin/curl"),
     ("python3", "/usr/bin/python3"),
@@ -58,6 +60,7 @@ pub(crate) fn run() -> Result<Engines> {
     ensure_kubectl()?;
     register_runsc_with_docker()?;
     start_dockerd()?;
+    ensure_rootless_user()?;
     let engines = detect();
     println!(
         "   docker: {}, docker+runsc: {}, podman: {}, podman+runsc: {}",
@@ -226,6 +229,32 @@ fn install_packages() -> Result<()> {
     if !status.success() {
         bail!("apt-get install failed ({status}); run it by hand: {install}");
     }
+    Ok(())
+}
+
+/// The non-root user whose rootless Podman the e2e suite drives (`useradd` gives it its
+/// subordinate ids in /etc/subuid and /etc/subgid).
+pub(crate) const ROOTLESS_USER: &str = "agentguard-rootless";
+
+/// Creates [`ROOTLESS_USER`] and its 0700 runtime folder `/run/user/UID`, if missing.
+fn ensure_rootless_user() -> Result<()> {
+    if !cmd::succeeds("id", &["-u", ROOTLESS_USER]) {
+        cmd::run(
+            "useradd",
+            &["--create-home", "--shell", "/bin/sh", ROOTLESS_USER],
+        )?;
+    }
+    let uid = String::from_utf8_lossy(&cmd::output("id", &["-u", ROOTLESS_USER])?.stdout)
+        .trim()
+        .to_owned();
+    let run = format!("/run/user/{uid}");
+    std::fs::create_dir_all(&run)?;
+    cmd::run(
+        "chown",
+        &[&format!("{ROOTLESS_USER}:{ROOTLESS_USER}"), &run],
+    )?;
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    println!("   rootless podman user: {ROOTLESS_USER} (uid {uid})");
     Ok(())
 }
 

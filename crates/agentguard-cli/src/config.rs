@@ -92,6 +92,9 @@ struct File {
     max_output_bytes: Option<usize>,
     check: Option<bool>,
     require_digest: Option<bool>,
+    /// Hardening a local engine may not apply that the operator accepts: only `limits`.
+    #[serde(default)]
+    accept_weakened: Vec<String>,
     #[serde(default)]
     environment: BTreeMap<String, String>,
     #[serde(default)]
@@ -196,8 +199,9 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         message,
     };
     let on_cluster = file.engine.as_deref() == Some(kubernetes::ENGINE);
-    let kubernetes =
-        kubernetes::from_file(on_cluster, file.kubernetes.take()).map_err(parse_error)?;
+    let kubernetes = check_weakened(&file.accept_weakened, on_cluster)
+        .and_then(|()| kubernetes::from_file(on_cluster, file.kubernetes.take()))
+        .map_err(parse_error)?;
     let engine = match &file.engine {
         // On a cluster the engine CLI is kubectl; the spec's engine is never used.
         Some(_) if on_cluster => Engine::of_kind(agentguard_container::EngineKind::Docker),
@@ -241,10 +245,7 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         key_env: a.key_env.clone(),
     });
     let commands = Commands::from_file(file.network.as_deref(), &file.commands, file.egress.take())
-        .map_err(|message| ConfigError::Parse {
-            path: path.to_owned(),
-            message,
-        })?;
+        .map_err(parse_error)?;
     let fetch = file.fetch.take().map(|mut fetch| {
         fetch.ca_file = fetch.ca_file.as_deref().map(resolve);
         fetch
@@ -263,6 +264,20 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         workspace_rw,
         audit,
     })
+}
+
+/// The top-level `accept_weakened`: on a local engine only `limits`; on a cluster, none (its
+/// own list is `[kubernetes] accept_weakened`).
+fn check_weakened(accepted: &[String], on_cluster: bool) -> Result<(), String> {
+    match accepted.iter().find(|w| *w != "limits" || on_cluster) {
+        None => Ok(()),
+        Some(_) if on_cluster => {
+            Err("accept_weakened: on Kubernetes, write it in the [kubernetes] table".into())
+        }
+        Some(other) => Err(format!(
+            "accept_weakened: {other:?} is not a weakening a local engine may have; the only one is \"limits\" (a rootless engine that would apply no memory, cpus or pids limit)"
+        )),
+    }
 }
 
 /// What only one kind of target refuses: `[egress] nameservers` on a cluster (its proxy pod
@@ -328,6 +343,7 @@ fn settings(mut builder: ContainerSpecBuilder, file: File) -> ContainerSpecBuild
     if let Some(require) = file.require_digest {
         builder = builder.require_digest(require);
     }
+    builder = builder.accept_weakened_limits(file.accept_weakened.iter().any(|w| w == "limits"));
     for (key, value) in file.environment {
         builder = builder.env(key, value);
     }

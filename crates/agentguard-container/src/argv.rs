@@ -210,6 +210,11 @@ impl ContainerSpec {
         args.push(&["--tmpfs", &tmpfs]);
         args.push(&["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]);
         args.push(&["--user", &self.user.to_string()]);
+        if podman && self.rootless && self.workspace_mode == WorkspaceMode::ReadWrite {
+            // Rootless, any uid but the user's own is a subordinate id outside: map the
+            // user's uid to itself so the rw workspace's files stay the user's.
+            args.push(&["--userns=keep-id"]);
+        }
     }
 
     /// Resource limits; swap equal to memory means no swap.

@@ -157,6 +157,13 @@ impl ContainerSpecBuilder {
         self
     }
 
+    /// Runs even where a rootless engine would not apply the memory, cpus and pids limits
+    /// (`accept_weakened = ["limits"]`); by default such a run is refused before it starts.
+    pub fn accept_weakened_limits(mut self, yes: bool) -> Self {
+        self.spec.accept_weakened_limits = yes;
+        self
+    }
+
     /// Reports the first bad value, checks what depends on several fields, and returns the
     /// spec. `timeout` is at most [`MAX_TIMEOUT`], so no deadline arithmetic can overflow
     /// once a container runs.
@@ -195,6 +202,7 @@ impl ContainerSpecBuilder {
             validate_env(key, value)?;
         }
         validate_pin(&spec.image, spec.require_digest)?;
+        spec.rootless = crate::rootless::is_rootless(&spec.engine);
         Ok(spec)
     }
 }

@@ -158,7 +158,18 @@ fn docker(fields: &[&str]) -> Vec<Finding> {
 fn podman(fields: &[&str], v2: bool) -> Vec<Finding> {
     let mut findings = Vec::new();
     if fields.first().copied() == Some("true") {
-        findings.push(finding(Level::Warn, "podman: rootless", "rootless podman needs --userns=keep-id for rw workspaces; prefer workspace_mode = \"ro\""));
+        findings.push(match crate::rootless::unenforced_limits() {
+            Some(why) => finding(
+                Level::Fail,
+                format!("podman: rootless, and the memory, cpus and pids limits would not apply: {why}; runs are refused"),
+                crate::rootless::FIX,
+            ),
+            None => finding(
+                Level::Ok,
+                "podman: rootless with the limits delegated; rw workspaces run with --userns=keep-id",
+                "",
+            ),
+        });
     }
     if !v2 {
         findings.push(finding(

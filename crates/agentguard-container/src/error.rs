@@ -155,6 +155,17 @@ pub enum RunError {
         /// What happened on the last try.
         message: String,
     },
+    /// A rootless engine would run the container without its memory, cpus and pids limits.
+    #[error(
+        "rootless {engine} would run the container with no memory, cpus or pids limit: {why}; nothing was started. Fix: {fix}",
+        fix = crate::rootless::FIX
+    )]
+    LimitsNotEnforced {
+        /// The engine.
+        engine: EngineKind,
+        /// Why the limits would not apply.
+        why: String,
+    },
     /// The engine failed in another way (exit status 125).
     #[error("the {engine} engine failed (exit status 125) before the command ran: {message}")]
     Engine {
@@ -210,6 +221,7 @@ impl RunError {
             RunError::RelayMount { .. } => "relay_mount_failed",
             RunError::Engine { .. } => "engine_error",
             RunError::KillFailed { .. } => "kill_failed",
+            RunError::LimitsNotEnforced { .. } => "limits_not_enforced",
             RunError::Failed(_) => "command_failed",
             RunError::Audit(_) => "audit_failed",
             RunError::Io { .. } => "io_error",

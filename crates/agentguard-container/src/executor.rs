@@ -129,8 +129,19 @@ impl ContainerExecutor {
             return Ok(());
         };
         let image = self.spec.image();
+        // Accepted with `accept_weakened = ["limits"]`: the event says the limits did not apply.
+        let weakened: Vec<&str> = match self.spec.unenforced_limits() {
+            Some(_) => vec!["limits"],
+            None => Vec::new(),
+        };
         let ran = |r: &RunResult, reason: &str| {
-            Event::container_run(Decision::Allow, reason, name, image)
+            let event = Event::container_run(Decision::Allow, reason, name, image);
+            let event = if weakened.is_empty() {
+                event
+            } else {
+                event.data("weakened", weakened.clone())
+            };
+            event
                 .data("run_status", r.status.as_str())
                 .data("exit_code", r.exit_code)
                 .data("duration_ms", r.duration.as_millis() as u64)
@@ -180,6 +191,14 @@ impl ContainerExecutor {
         invocation: &Invocation,
         identity: &RunIdentity,
     ) -> Result<RunResult, RunError> {
+        if let Some(why) = self.spec.unenforced_limits()
+            && !self.spec.accepts_weakened_limits()
+        {
+            return Err(RunError::LimitsNotEnforced {
+                engine: self.spec.engine().kind,
+                why,
+            });
+        }
         self.verify_pin().await?;
         let started = Instant::now();
         // The descriptors a kill needs are held from before the start until the kill.

@@ -20,6 +20,7 @@ pub mod gc;
 mod kill;
 mod process;
 mod result;
+mod rootless;
 mod spec;
 mod terminal;
 mod values;

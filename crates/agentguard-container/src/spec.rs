@@ -59,6 +59,11 @@ pub struct ContainerSpec {
     pub(crate) check: bool,
     pub(crate) pull: Pull,
     pub(crate) require_digest: bool,
+    /// Run even where a rootless engine would not apply the limits (`accept_weakened =
+    /// ["limits"]`).
+    pub(crate) accept_weakened_limits: bool,
+    /// The engine runs rootless for this process (Podman, not root): set at build.
+    pub(crate) rootless: bool,
 }
 
 /// How an image reference pins its content.
@@ -136,12 +141,29 @@ impl ContainerSpec {
             check: false,
             pull: Pull::Never,
             require_digest: false,
+            accept_weakened_limits: false,
+            rootless: false,
         }
     }
 
     /// The engine this spec runs on.
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Why the engine would not apply this spec's limits (a rootless engine on a host that
+    /// does not delegate them), when it would not; see `rootless.rs`.
+    pub fn unenforced_limits(&self) -> Option<String> {
+        if self.rootless {
+            crate::rootless::unenforced_limits()
+        } else {
+            None
+        }
+    }
+
+    /// True when the config accepts a run whose limits would not apply.
+    pub fn accepts_weakened_limits(&self) -> bool {
+        self.accept_weakened_limits
     }
 
     /// The image reference.
