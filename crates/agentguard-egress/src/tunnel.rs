@@ -246,6 +246,24 @@ mod tests {
 
     use super::{End, Timeouts, run};
 
+    /// The pump between `client` and `upstream` in its own task, with `idle` and a long
+    /// half-close timeout; the client's side is closed when the pump ends.
+    fn pump(
+        client: UnixStream,
+        upstream: TcpStream,
+        idle: Duration,
+    ) -> tokio::task::JoinHandle<super::Stats> {
+        let timeouts = Timeouts {
+            idle,
+            half_close: Duration::from_secs(30),
+        };
+        tokio::spawn(async move {
+            let stats = run(&client, &upstream, timeouts, &CancellationToken::new()).await;
+            drop(client);
+            stats
+        })
+    }
+
     /// A tunnel whose client side drains slowly through a small socket buffer, while the
     /// upstream has plenty queued: every write counts as activity, so the tunnel outlives
     /// several idle timeouts while bytes move, and the counts are exact. The reader takes 1 KiB
@@ -279,16 +297,7 @@ mod tests {
                 }
             }
         });
-        let timeouts = Timeouts {
-            idle: Duration::from_secs(1),
-            half_close: Duration::from_secs(30),
-        };
-        let cancel = CancellationToken::new();
-        let tunnel = tokio::spawn(async move {
-            let stats = run(&proxy_side, &upstream, timeouts, &cancel).await;
-            drop(proxy_side);
-            stats
-        });
+        let tunnel = pump(proxy_side, upstream, Duration::from_secs(1));
         let received = reader.await.unwrap();
         let stats = tunnel.await.unwrap();
         source.abort();
@@ -318,16 +327,7 @@ mod tests {
         let (proxy_side, mut client) = UnixStream::pair().unwrap();
         // The kernel doubles it (and caps it at wmem_max): a few hundred KB, as by default.
         rustix::net::sockopt::set_socket_send_buffer_size(&proxy_side, 200_000).unwrap();
-        let timeouts = Timeouts {
-            idle: Duration::from_millis(500),
-            half_close: Duration::from_secs(30),
-        };
-        let cancel = CancellationToken::new();
-        let tunnel = tokio::spawn(async move {
-            let stats = run(&proxy_side, &upstream, timeouts, &cancel).await;
-            drop(proxy_side);
-            stats
-        });
+        let tunnel = pump(proxy_side, upstream, Duration::from_millis(500));
         // 10 KiB every 50 ms, about 200 KB/s.
         let mut buf = vec![0u8; 10 * 1024];
         let mut total = 0;

@@ -106,3 +106,94 @@ async fn an_egress_tool_installs_through_its_proxy_over_mcp() -> Result<()> {
     );
     Ok(())
 }
+
+/// Inside the container: hold 400 silent connections to the relay (each takes a slot of the
+/// process's connection budget while the proxy waits for its head), and send refused CONNECTs
+/// without end.
+const FLOOD: &str = "import os, socket, time\nport = int(os.environ['HTTPS_PROXY'].rsplit(':', 1)[1])\nheld = []\nwhile True:\n    try:\n        s = socket.create_connection(('127.0.0.1', port), timeout=2)\n        if len(held) < 400:\n            held.append(s)\n            continue\n        s.sendall(b'CONNECT off.example.test:443 HTTP/1.1\\r\\n\\r\\n')\n        s.recv(200)\n        s.close()\n    except OSError:\n        time.sleep(0.01)\n";
+
+/// One `agentguard mcp` process at a pinned descriptor limit (1100: a budget of 172 connections
+/// for all its proxies), two tools flooding their proxies until their timeout, and a third
+/// call meanwhile: the third runs (never `engine_missing` or `out_of_descriptors`), the floods
+/// end `timed_out` only with their containers gone, and their refusals reach the audit log
+/// merged, each one counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_flooding_calls_never_make_a_third_fail_and_their_refusals_are_merged() -> Result<()> {
+    let combo =
+        combo_or_skip!("two_flooding_calls_never_make_a_third_fail_and_their_refusals_are_merged");
+    let world = World::start(combo.clone(), "mcp-flood").await?;
+    let flood = FLOOD
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    let config = world.config(
+        &combo.pytest_image,
+        &format!(
+            "timeout = 12\n\n[commands.flood_a]\nargv = [\"python3\", \"-c\", \"{flood}\"]\n\n[commands.flood_b]\nargv = [\"python3\", \"-c\", \"{flood}\"]\n\n[commands.offline]\nargv = [\"python3\", \"-c\", \"print('offline ok')\"]\nnetwork = \"none\"\n"
+        ),
+    )?;
+    let python = std::env::var(ENV_PYTHON)
+        .with_context(|| format!("{ENV_PYTHON} is not set (run `cargo xtask e2e`)"))?;
+    let script = world.dir.0.with_extension("mcp_flood.py");
+    std::fs::write(&script, include_str!("../../mcp_flood.py"))?;
+    let out = tokio::task::block_in_place(|| {
+        Command::new(python)
+            .arg(&script)
+            .arg("1100")
+            .arg(&combo.binary)
+            .arg(&config)
+            .output()
+    })?;
+    let _ = std::fs::remove_file(&script);
+    ensure!(
+        out.status.success(),
+        "the flood client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let seen: Value = serde_json::from_str(text.lines().last().unwrap_or_default())
+        .with_context(|| format!("the client's line: {text}"))?;
+    let offline = &seen["offline"]["structured"];
+    ensure!(
+        seen["offline"]["is_error"] == false
+            && offline["exit_code"] == 0
+            && offline["stdout"] == "offline ok\n",
+        "the third call ran: {seen}"
+    );
+    let mut denied = 0;
+    for flood in ["flood_a", "flood_b"] {
+        let result = &seen[flood]["structured"];
+        ensure!(result["status"] == "timed_out", "{flood}: {result}");
+        denied += result["egress"]["denied"].as_u64().unwrap_or(0);
+    }
+    let audit = world.audit()?;
+    let refusals: Vec<&Value> = audit
+        .iter()
+        .filter(|e| e["kind"] == "egress_connect" && e["decision"] != "allow")
+        .collect();
+    let accounted: u64 = refusals
+        .iter()
+        .map(|e| e["data"]["repeated"].as_u64().unwrap_or(1))
+        .sum();
+    println!(
+        "{}: two floods refused {denied} CONNECTs in {} events; the third call ran",
+        combo.label(),
+        refusals.len()
+    );
+    ensure!(denied > 100, "the floods were refused: {denied}");
+    ensure!(
+        accounted == denied,
+        "every refusal is in an event or its count: {accounted} of {denied}"
+    );
+    ensure!(refusals.len() < 300, "merged: {} events", refusals.len());
+    let runs = audit
+        .iter()
+        .filter(|e| e["kind"] == "container_run")
+        .count();
+    let calls = audit.iter().filter(|e| e["kind"] == "mcp_call").count();
+    ensure!(
+        (runs, calls) == (3, 3),
+        "a container_run and an mcp_call per call: {runs}, {calls}"
+    );
+    Ok(())
+}
