@@ -65,6 +65,11 @@ impl Combo {
             Some("podman") => EngineKind::Podman,
             other => bail!("{ENV_ENGINE}={other:?}: expected docker or podman"),
         };
+        // Podman with runsc leaves an empty `oom` file in its working folder when a container
+        // is OOM-killed: run the engines from target/e2e, never from the source tree.
+        let scratch = workspace_root().join("target/e2e");
+        fs::create_dir_all(&scratch)?;
+        std::env::set_current_dir(&scratch)?;
         let var = |name: &str| {
             std::env::var(name)
                 .with_context(|| format!("{name} is not set (run `cargo xtask e2e`)"))
