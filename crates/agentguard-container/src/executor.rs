@@ -23,6 +23,7 @@ use crate::spec::{ContainerSpec, ImagePin};
 /// How long output may keep flowing after agentguard killed a container, and how long the
 /// client may take to exit after its output closed, unless set otherwise.
 pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(30);
+
 /// Runs allowlisted commands of one spec (the seed's `ContainerExecutor`).
 pub struct ContainerExecutor {
     spec: ContainerSpec,
@@ -130,17 +131,12 @@ impl ContainerExecutor {
         };
         let image = self.spec.image();
         // Accepted with `accept_weakened = ["limits"]`: the event says the limits did not apply.
-        let weakened: Vec<&str> = match self.spec.unenforced_limits() {
-            Some(_) => vec!["limits"],
-            None => Vec::new(),
-        };
+        let weakened = self.spec.unenforced_limits().is_some();
         let ran = |r: &RunResult, reason: &str| {
-            let event = Event::container_run(Decision::Allow, reason, name, image);
-            let event = if weakened.is_empty() {
-                event
-            } else {
-                event.data("weakened", weakened.clone())
-            };
+            let mut event = Event::container_run(Decision::Allow, reason, name, image);
+            if weakened {
+                event = event.data("weakened", vec!["limits"]);
+            }
             event
                 .data("run_status", r.status.as_str())
                 .data("exit_code", r.exit_code)

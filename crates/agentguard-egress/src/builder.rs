@@ -8,80 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentguard_audit::AuditSink;
-use agentguard_netpin::{DEFAULT_MAX_ANSWERS, DnsResolver, Resolve};
+use agentguard_netpin::{DnsResolver, Resolve};
 use agentguard_policy::TargetPolicy;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::limits::Limits;
 use crate::server::{Bind, EgressProxy};
-
-/// The longest any timeout may be: longer ones would only overflow a clock.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
-/// The most connections a proxy accepts to handle at once.
-pub const MAX_CONNECTIONS: usize = 1 << 20;
-
-/// The limits of one proxy, with their defaults.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
-    pub(crate) head_timeout: Duration,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) idle_timeout: Duration,
-    pub(crate) half_close_timeout: Duration,
-    /// `None`: derived from the descriptor limit at start.
-    pub(crate) max_connections: Option<usize>,
-    pub(crate) max_head_bytes: usize,
-    pub(crate) max_answers: usize,
-    pub(crate) sni_check: bool,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            head_timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(300),
-            half_close_timeout: Duration::from_secs(5),
-            max_connections: None,
-            max_head_bytes: 8 * 1024,
-            max_answers: DEFAULT_MAX_ANSWERS,
-            sni_check: true,
-        }
-    }
-}
-
-impl Limits {
-    /// Names the first limit with an unusable value.
-    fn validate(&self) -> Result<()> {
-        let refuse = |field: &'static str, reason: String| Err(Error::Limit { field, reason });
-        if let Some(n) = self.max_connections
-            && !(1..=MAX_CONNECTIONS).contains(&n)
-        {
-            return refuse(
-                "max_connections",
-                format!("must be from 1 to {MAX_CONNECTIONS}, not {n}"),
-            );
-        }
-        if self.max_head_bytes < 64 {
-            return refuse("max_head_bytes", "must be at least 64 bytes".into());
-        }
-        for (field, value) in [
-            ("head_timeout", self.head_timeout),
-            ("connect_timeout", self.connect_timeout),
-            ("idle_timeout", self.idle_timeout),
-            ("half_close_timeout", self.half_close_timeout),
-        ] {
-            if value.is_zero() || value > MAX_TIMEOUT {
-                return refuse(
-                    field,
-                    format!(
-                        "must be longer than zero and at most {} s",
-                        MAX_TIMEOUT.as_secs()
-                    ),
-                );
-            }
-        }
-        Ok(())
-    }
-}
 
 /// Builder for [`EgressProxy`].
 pub struct EgressProxyBuilder {

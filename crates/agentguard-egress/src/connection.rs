@@ -9,64 +9,22 @@
 //! closed. Once an allow decision is recorded, every way the connection ends is recorded as
 //! its close event. Shutdown (the `cancel` token, after the grace period) ends every stage.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use agentguard_audit::{AuditSink, Decision, Event, error_chain};
-use agentguard_netpin::{DialError, Resolve, dial};
-use agentguard_policy::TargetPolicy;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use agentguard_netpin::{DialError, dial};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
-use crate::builder::Limits;
 use crate::decide::{Allowed, Refused, decide, out_of_fds};
 use crate::head::head_end;
 use crate::hello::check_hello;
-use crate::limits::out_of_descriptors;
+use crate::limits::{Limits, out_of_descriptors};
 use crate::response::{ESTABLISHED, Refusal, RefusalKind, refuse};
-use crate::socket::Socket;
+use crate::shared::{Client, Close, Shared};
 use crate::tunnel::{self, Timeouts};
-
-/// What every connection of one proxy shares.
-pub(crate) struct Shared {
-    pub(crate) policy: TargetPolicy,
-    pub(crate) resolver: Arc<dyn Resolve>,
-    pub(crate) limits: Limits,
-    pub(crate) audit: Option<Arc<dyn AuditSink>>,
-    /// The TCP address the proxy listens on (none for a UNIX socket).
-    pub(crate) local_addr: Option<SocketAddr>,
-    /// The ports whose tunnels get the TLS name check.
-    pub(crate) tls_ports: Vec<u16>,
-    pub(crate) slots: Arc<Semaphore>,
-}
-
-/// A client connection: TCP or UNIX.
-pub(crate) trait Client: AsyncRead + AsyncWrite + Socket + Unpin + Send + 'static {}
-impl<T: AsyncRead + AsyncWrite + Socket + Unpin + Send + 'static> Client for T {}
-
-/// How a connection with a recorded allow decision ended: its close event.
-#[derive(Debug, Default)]
-pub(crate) struct Close {
-    pub(crate) reason: &'static str,
-    /// The status answered (200 once the tunnel opened), when one was.
-    pub(crate) status: Option<u16>,
-    pub(crate) dialed: Option<SocketAddr>,
-    pub(crate) up: u64,
-    pub(crate) down: u64,
-    pub(crate) message: Option<String>,
-    pub(crate) sni: Option<String>,
-}
-
-impl Close {
-    fn new(reason: &'static str) -> Close {
-        Close {
-            reason,
-            ..Close::default()
-        }
-    }
-}
 
 /// Records an event off the async threads; the caller waits only as long as the sink's
 /// durability requires. Returns false when the event could not be recorded.

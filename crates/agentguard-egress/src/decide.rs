@@ -11,10 +11,10 @@ use agentguard_audit::error_chain;
 use agentguard_netpin::{PinError, PinnedHost, pin};
 use agentguard_policy::{Authority, Reason};
 
-use crate::connection::Shared;
 use crate::head::parse_head;
 use crate::limits::{descriptors_exhausted, out_of_descriptors};
 use crate::response::{Refusal, RefusalKind};
+use crate::shared::Shared;
 
 /// A CONNECT the policy allows: what to dial and what to record.
 pub(crate) struct Allowed {

@@ -7,7 +7,7 @@ use agentguard_policy::Host;
 use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{Client, Close, Shared};
+use crate::shared::{Client, Close, Shared};
 use crate::sni::{Hello, MAX_HELLO, server_name};
 
 /// Why the ClientHello check closed a tunnel.

@@ -18,17 +18,18 @@ mod hello;
 mod limits;
 mod response;
 mod server;
+mod shared;
 mod sni;
 mod socket;
 mod tunnel;
 
 pub use blocking::BlockingEgressProxy;
-pub use builder::{EgressProxyBuilder, MAX_CONNECTIONS, MAX_TIMEOUT};
+pub use builder::EgressProxyBuilder;
 pub use error::{Error, Result};
 pub use head::{RequestLine, parse_head};
 pub use limits::{
-    ConnectionBudget, DESCRIPTORS_PER_TUNNEL, RESERVED_DESCRIPTORS, connections_for,
-    raise_nofile_limit,
+    ConnectionBudget, DESCRIPTORS_PER_TUNNEL, MAX_CONNECTIONS, MAX_TIMEOUT, RESERVED_DESCRIPTORS,
+    connections_for, raise_nofile_limit,
 };
 pub use response::RefusalKind;
 pub use server::{EgressProxy, Shutdown};

@@ -23,11 +23,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::builder::Limits;
-use crate::connection::{self, Client, Shared};
+use crate::connection;
 use crate::error::{Error, Result};
+use crate::limits::Limits;
 use crate::limits::{Spare, out_of_descriptors, pending};
 use crate::response::RefusalKind;
+use crate::shared::{Client, Shared};
 
 /// Where the proxy listens.
 #[derive(Debug, Clone)]

@@ -1,0 +1,54 @@
+//! What the stages of a connection share: the proxy's settings (`Shared`), the client socket
+//! (`Client`, TCP or UNIX), and how an allowed connection ended (`Close`). Below `decide`,
+//! `hello` and `connection`, so none of them imports another for these.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use agentguard_audit::AuditSink;
+use agentguard_netpin::Resolve;
+use agentguard_policy::TargetPolicy;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::Semaphore;
+
+use crate::limits::Limits;
+use crate::socket::Socket;
+
+/// What every connection of one proxy shares.
+pub(crate) struct Shared {
+    pub(crate) policy: TargetPolicy,
+    pub(crate) resolver: Arc<dyn Resolve>,
+    pub(crate) limits: Limits,
+    pub(crate) audit: Option<Arc<dyn AuditSink>>,
+    /// The TCP address the proxy listens on (none for a UNIX socket).
+    pub(crate) local_addr: Option<SocketAddr>,
+    /// The ports whose tunnels get the TLS name check.
+    pub(crate) tls_ports: Vec<u16>,
+    pub(crate) slots: Arc<Semaphore>,
+}
+
+/// A client connection: TCP or UNIX.
+pub(crate) trait Client: AsyncRead + AsyncWrite + Socket + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Socket + Unpin + Send + 'static> Client for T {}
+
+/// How a connection with a recorded allow decision ended: its close event.
+#[derive(Debug, Default)]
+pub(crate) struct Close {
+    pub(crate) reason: &'static str,
+    /// The status answered (200 once the tunnel opened), when one was.
+    pub(crate) status: Option<u16>,
+    pub(crate) dialed: Option<SocketAddr>,
+    pub(crate) up: u64,
+    pub(crate) down: u64,
+    pub(crate) message: Option<String>,
+    pub(crate) sni: Option<String>,
+}
+
+impl Close {
+    pub(crate) fn new(reason: &'static str) -> Close {
+        Close {
+            reason,
+            ..Close::default()
+        }
+    }
+}
