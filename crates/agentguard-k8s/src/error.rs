@@ -29,15 +29,4 @@ pub enum Error {
         /// The unknown field paths.
         fields: String,
     },
-    /// kubectl failed.
-    #[error("kubectl {action} failed: {message}")]
-    Kubectl {
-        /// What was being done.
-        action: String,
-        /// What kubectl said.
-        message: String,
-    },
-    /// kubectl could not be started.
-    #[error("cannot start kubectl: {0}; install it (Debian: apt-get install kubernetes-client)")]
-    KubectlMissing(#[source] std::io::Error),
 }

@@ -37,11 +37,22 @@ fn quoted(text: &str) -> String {
         .replace('\u{2029}', "\\P")
 }
 
+/// True for a plain word that a YAML 1.1 reader (PyYAML, older Go YAML) takes as a boolean,
+/// null or number: `on`, `yes`, `n`, `null`, `~`, `443`, `1.5`, `+1`.
+fn other_type_in_yaml_1_1(k: &str) -> bool {
+    const WORDS: [&str; 11] = [
+        "y", "n", "yes", "no", "on", "off", "true", "false", "null", "~", "",
+    ];
+    WORDS.contains(&k.to_ascii_lowercase().as_str())
+        || k.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '+' | '.'))
+}
+
 fn key(k: &str) -> String {
     let plain = !k.is_empty()
         && k.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-        && !k.starts_with(['-', '.']);
+        && !k.starts_with(['-', '.'])
+        && !other_type_in_yaml_1_1(k);
     if plain { k.to_owned() } else { quoted(k) }
 }
 
@@ -143,6 +154,22 @@ list:
 - 1.5
 "#;
         assert_eq!(text, want);
+    }
+
+    /// Keys a YAML 1.1 reader would take as booleans, null or numbers are quoted; ordinary
+    /// keys (labels, field names) stay plain.
+    #[test]
+    fn keys_that_yaml_1_1_reads_as_other_types_are_quoted() {
+        for k in [
+            "on", "Off", "yes", "Y", "n", "true", "NULL", "443", "1.5", "+1",
+        ] {
+            let text = super::documents(&[json!({k: 1})]);
+            assert_eq!(text, format!("---\n\"{k}\": 1\n"), "{k}");
+        }
+        for k in ["app.kubernetes.io/name", "port", "onion", "no-op", "x443"] {
+            let text = super::documents(&[json!({k: 1})]);
+            assert_eq!(text, format!("---\n{k}: 1\n"), "{k}");
+        }
     }
 
     /// PyYAML (a YAML 1.1 reader) takes U+0085, U+2028 and U+2029 as line breaks inside a
