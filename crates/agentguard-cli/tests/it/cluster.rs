@@ -130,6 +130,8 @@ fn a_timeout_on_the_cluster_is_124_and_an_oom_kill_137() {
     let Some(cluster) = KmockCluster::start("cli oom on a cluster", scenario) else {
         return;
     };
+    // A timeout long enough that a loaded machine never turns the OOM kill into a timeout.
+    let cfg = config(dir.path(), 60);
     let out = output(&cluster, &["run", "--config", &cfg, "tests"]);
     assert_eq!(out.status.code(), Some(137), "{}", stderr(&out));
     assert!(stderr(&out).contains("OOM"), "{}", stderr(&out));
