@@ -96,6 +96,8 @@ pub enum ValueType {
     NumberOrNull,
     /// An array of strings.
     Strings,
+    /// An object whose values are strings or integers (a command's param values).
+    Params,
 }
 
 impl ValueType {
@@ -108,6 +110,10 @@ impl ValueType {
             ValueType::Strings => value
                 .as_array()
                 .is_some_and(|items| items.iter().all(Value::is_string)),
+            ValueType::Params => value.as_object().is_some_and(|map| {
+                map.values()
+                    .all(|v| v.is_string() || v.is_i64() || v.is_u64())
+            }),
         }
     }
 }
@@ -152,6 +158,7 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("weakened", ValueType::Strings),
     ("repeated", ValueType::Number),
     ("summarized", ValueType::Bool),
+    ("params", ValueType::Params),
 ];
 
 /// The first known key of `event` whose value has another type than [`KEYS`] says.
@@ -255,6 +262,24 @@ impl Event {
         self.data.insert(key.to_owned(), value.into());
         self
     }
+
+    /// Adds `params`, a command's checked values (strings and integers), when it has any.
+    pub fn params(self, params: &[(String, agentguard_policy::Value)]) -> Event {
+        if params.is_empty() {
+            return self;
+        }
+        let map: serde_json::Map<String, Value> = params
+            .iter()
+            .map(|(name, value)| {
+                let value = match value {
+                    agentguard_policy::Value::Text(text) => Value::from(text.as_str()),
+                    agentguard_policy::Value::Integer(n) => Value::from(*n),
+                };
+                (name.clone(), value)
+            })
+            .collect();
+        self.data("params", Value::Object(map))
+    }
 }
 
 /// Text that came from a client or a peer, shown to people (a table, a log line, an error
@@ -266,7 +291,7 @@ pub struct Escaped<'a>(pub &'a str);
 impl fmt::Display for Escaped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for c in self.0.chars() {
-            if crate::hidden::is_hidden(c) {
+            if agentguard_policy::is_hidden(c) {
                 write!(f, "\\u{{{:x}}}", u32::from(c))?;
             } else {
                 fmt::Write::write_char(f, c)?;

@@ -13,7 +13,6 @@ mod commit;
 mod error;
 mod event;
 mod file;
-mod hidden;
 mod log;
 mod options;
 mod problem;
@@ -27,7 +26,7 @@ pub use event::{
     Decision, Escaped, Event, KEYS, Kind, MAX_CLIENT_TEXT, Record, SCHEMA_VERSION, ValueType,
     capped, error_chain, mistyped_key,
 };
-pub use hidden::is_hidden;
+pub use agentguard_policy::is_hidden;
 pub use log::AuditLog;
 pub use options::{Durability, LogOptions, Repair};
 pub use problem::{Problem, ProblemKind};

@@ -16,6 +16,8 @@ use serde::Deserialize;
 mod egress;
 #[path = "config/kubernetes.rs"]
 mod kubernetes;
+#[path = "config/params.rs"]
+mod params;
 
 pub(crate) use egress::{Commands, EgressTable, FetchTable, RELAY_ENV, policy_from, runs_dir};
 pub(crate) use kubernetes::KubernetesConfig;
@@ -310,7 +312,8 @@ fn check_target(
 /// The commands, environment and limits: each passed to the builder, which parses it.
 fn settings(mut builder: ContainerSpecBuilder, file: File) -> ContainerSpecBuilder {
     for (name, entry) in file.commands {
-        builder = builder.command(name, entry.into_argv());
+        let (argv, params) = entry.into_parts();
+        builder = builder.command_with_params(name, argv, params);
     }
     let text = |t: Option<Text>| t.map(Text::into_string);
     if let Some(runtime) = &file.runtime {

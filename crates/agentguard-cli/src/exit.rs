@@ -73,8 +73,8 @@ fn code_of(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
     if let Some(exit) = cause.downcast_ref::<Exit>() {
         return Some(exit.code);
     }
-    if cause.is::<agentguard_policy::Denial>() {
-        return Some(DENIED);
+    if let Some(denial) = cause.downcast_ref::<agentguard_policy::Denial>() {
+        return Some(denial_code(denial));
     }
     if let Some(e) = cause.downcast_ref::<RunError>() {
         return Some(run_error_code(e));
@@ -144,8 +144,16 @@ fn code_of(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
 
 fn run_error_code(e: &RunError) -> u8 {
     match e {
-        RunError::Denied(_) => DENIED,
+        RunError::Denied(denial) => denial_code(denial),
         _ => ERROR,
+    }
+}
+
+/// A value a param refused is a usage error (2), as a bad flag is; any other denial is 123.
+fn denial_code(denial: &agentguard_policy::Denial) -> u8 {
+    match denial.reason {
+        agentguard_policy::Reason::InvalidArguments => USAGE,
+        _ => DENIED,
     }
 }
 

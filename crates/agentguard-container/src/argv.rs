@@ -1,20 +1,21 @@
 //! Builds the docker/podman argv for a sandboxed command.
 //!
-//! Everything here is pure: `ContainerSpec + NAME -> Invocation`. The hardening flags are
-//! plain data, so they are golden-tested without an engine and shown by `--dry-run`, and the
-//! e2e suite runs exactly this argv on real engines. The only way to select an argv is an
-//! exact allowlisted NAME; nothing the caller passes at run time reaches the command line.
+//! Everything here is pure: `ContainerSpec + Invocation -> EngineCommand`. The hardening flags
+//! are plain data, so they are golden-tested without an engine and shown by `--dry-run`, and
+//! the e2e suite runs exactly this argv on real engines. The only way to get an argv is an
+//! [`Invocation`]: an exact allowlisted NAME with its params' values checked and placed, one
+//! argv element each; nothing else the caller passes reaches the command line.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use agentguard_policy::Denial;
+use agentguard_policy::Invocation;
 
 use crate::engine::EngineKind;
 use crate::spec::{ContainerSpec, WorkspaceMode};
 
-/// Where the workspace appears inside the container.
-pub const WORKSPACE_TARGET: &str = "/workspace";
+/// Where the workspace appears inside the container (where a `path` param's value points).
+pub const WORKSPACE_TARGET: &str = agentguard_policy::WORKSPACE;
 /// Where the relay program appears inside a container whose way out is the egress proxy.
 pub const RELAY_TARGET: &str = "/run/agentguard/relay";
 /// Where the egress proxy's UNIX socket appears inside such a container.
@@ -32,14 +33,14 @@ pub const PROXY_VARIABLES: &[&str] = &[
 
 /// A program and its arguments, ready to spawn.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invocation {
+pub struct EngineCommand {
     /// The engine program.
     pub program: PathBuf,
     /// The arguments after the program.
     pub args: Vec<OsString>,
 }
 
-impl Invocation {
+impl EngineCommand {
     /// The whole command line as text, one shell-safe word per argument, for `--dry-run` and
     /// error messages.
     pub fn display(&self) -> String {
@@ -130,15 +131,14 @@ impl ContainerSpec {
     }
 
     /// An engine command that is not `run` (`kill`, `rm`, `image inspect`), with the global flags.
-    pub fn engine_command(&self, args: &[&str]) -> Invocation {
+    pub fn engine_command(&self, args: &[&str]) -> EngineCommand {
         self.engine.command(&self.global_args(), args)
     }
 
-    /// The complete engine invocation for the allowlisted command `name`.
-    ///
-    /// Returns a `command_not_allowed` denial unless `name` is exactly an allowlisted name.
-    pub fn invocation(&self, name: &str, identity: &RunIdentity) -> Result<Invocation, Denial> {
-        let argv = self.commands.get(name)?;
+    /// The complete engine command for a checked invocation of one of this spec's commands
+    /// ([`ContainerSpec::invoke`] makes it; its argv is used as it is, one element each).
+    pub fn run_command(&self, invocation: &Invocation, identity: &RunIdentity) -> EngineCommand {
+        let argv = invocation.argv();
         let podman = self.engine.kind == EngineKind::Podman;
         let mut args = Args(Vec::with_capacity(64));
 
@@ -187,10 +187,10 @@ impl ContainerSpec {
             }
         }
 
-        Ok(Invocation {
+        EngineCommand {
             program: self.engine.program.clone(),
             args: args.0.into_iter().map(OsString::from).collect(),
-        })
+        }
     }
 
     /// Nothing outside the workspace and /tmp is writable; no capabilities, no privilege

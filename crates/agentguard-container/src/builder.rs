@@ -4,10 +4,11 @@
 //! Every value is checked before any engine is started, with a message that names the field
 //! and the value.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agentguard_policy::CommandAllowlist;
+use agentguard_policy::ParamSpec;
 
 use crate::engine::Engine;
 use crate::error::{Result, invalid};
@@ -24,7 +25,7 @@ const MIN_TMPFS: u64 = 4096;
 #[derive(Debug)]
 pub struct ContainerSpecBuilder {
     pub(crate) spec: ContainerSpec,
-    pub(crate) commands: Vec<(String, Vec<String>)>,
+    pub(crate) commands: Vec<(String, Vec<String>, BTreeMap<String, ParamSpec>)>,
     pub(crate) error: Option<crate::Error>,
 }
 
@@ -81,8 +82,20 @@ impl ContainerSpecBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.commands
-            .push((name.into(), argv.into_iter().map(Into::into).collect()));
+        let argv = argv.into_iter().map(Into::into).collect();
+        self.commands.push((name.into(), argv, BTreeMap::new()));
+        self
+    }
+
+    /// Adds an allowlisted command with typed params: its argv is a template whose `{P}`
+    /// placeholders the checked values fill (`[commands.NAME.params.P]`).
+    pub fn command_with_params(
+        mut self,
+        name: impl Into<String>,
+        argv: Vec<String>,
+        params: BTreeMap<String, ParamSpec>,
+    ) -> Self {
+        self.commands.push((name.into(), argv, params));
         self
     }
 
@@ -173,7 +186,9 @@ impl ContainerSpecBuilder {
         }
         let mut spec = self.spec;
         validate_image(&spec.image)?;
-        spec.commands = CommandAllowlist::from_pairs(self.commands)?;
+        for (name, argv, params) in self.commands {
+            spec.commands.insert_with_params(&name, argv, &params)?;
+        }
         if let Some(path) = &spec.workspace {
             check_mount_source("workspace", path)?;
         }

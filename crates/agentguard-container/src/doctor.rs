@@ -218,10 +218,12 @@ pub async fn trial_run(spec: &crate::ContainerSpec) -> Finding {
             );
         }
     };
-    match crate::ContainerExecutor::new(probe)
-        .run("doctor-true")
-        .await
-    {
+    let executor = crate::ContainerExecutor::new(probe);
+    let outcome = match executor.invoke("doctor-true", &[]) {
+        Ok(invocation) => executor.run(&invocation).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
         Ok(result) if result.success() => finding(
             Level::Ok,
             format!(

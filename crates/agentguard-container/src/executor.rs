@@ -1,6 +1,8 @@
 //! Running the hardened argv: the only place in the workspace that starts a container.
 //!
-//! A run looks its NAME up once (the argv builder does it), gives the container a unique name
+//! A call is checked once ([`ContainerExecutor::invoke`]: its NAME looked up, its params'
+//! values checked, lexically and on the host); a run takes that checked invocation, gives the
+//! container a unique name
 //! and owner/deadline labels, starts the engine CLI with a cleaned environment, captures
 //! output under one cap, and on timeout or overflow kills the container BY NAME (killing the
 //! `docker run` client would leave the container running) and removes it. Engine failures
@@ -13,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use agentguard_audit::{AuditSink, Decision, Event, error_chain};
 
-use crate::argv::{Invocation, RunIdentity};
+use agentguard_policy::{Arg, Invocation, Value};
+
+use crate::argv::{EngineCommand, RunIdentity};
 use crate::capture::{Plan, Stop, capture};
 use crate::error::RunError;
 use crate::process::{run_quiet, spawn_command};
@@ -86,33 +90,35 @@ impl ContainerExecutor {
         crate::process::identity(self.spec.timeout())
     }
 
-    /// Runs the allowlisted command `name`: only an exact name selects an argv.
+    /// The allowlisted command `name` with `args` checked ([`ContainerSpec::invoke`]); a
+    /// refusal (`command_not_allowed`, `invalid_arguments`) is recorded and nothing starts.
+    pub fn invoke(&self, name: &str, args: &[(String, Arg)]) -> Result<Invocation, RunError> {
+        self.spec.invoke(name, args).or_else(|denial| {
+            let error = RunError::Denied(denial);
+            self.record(name, &[], Err(&error))?;
+            Err(error)
+        })
+    }
+
+    /// Runs a checked invocation (see [`ContainerExecutor::invoke`]).
     ///
     /// Containers left behind by crashed runs are swept at the same time, off the run's path.
-    pub async fn run(&self, name: &str) -> Result<RunResult, RunError> {
-        self.run_with(name, &self.identity()).await
+    pub async fn run(&self, invocation: &Invocation) -> Result<RunResult, RunError> {
+        self.run_with(invocation, &self.identity()).await
     }
 
     /// [`ContainerExecutor::run`] with a given identity, so a caller can kill the container by
     /// name if it must stop the run (Ctrl-C).
     pub async fn run_with(
         &self,
-        name: &str,
+        invocation: &Invocation,
         identity: &RunIdentity,
     ) -> Result<RunResult, RunError> {
-        let invocation = match self.spec.invocation(name, identity) {
-            Ok(invocation) => invocation,
-            Err(denial) => {
-                // A name off the allowlist never reaches the engine, not even for the sweep.
-                let outcome = Err(RunError::Denied(denial));
-                self.record(name, &outcome)?;
-                return outcome;
-            }
-        };
+        let command = self.spec.run_command(invocation, identity);
         let engine = self.spec.engine().clone();
         let global = self.spec.global_args();
         let sweeper = tokio::spawn(async move { crate::gc::sweep(&engine, &global, false).await });
-        let outcome = self.execute(name, &invocation, identity).await;
+        let outcome = self.execute(invocation.command(), &command, identity).await;
         match sweeper.await {
             Ok(Ok(stale)) if !stale.is_empty() => {
                 tracing::info!(removed = stale.len(), "removed stale agentguard containers")
@@ -120,12 +126,17 @@ impl ContainerExecutor {
             Ok(Err(e)) => tracing::warn!(error = %e, "sweeping stale containers failed"),
             _ => {}
         }
-        self.record(name, &outcome)?;
+        self.record(invocation.command(), invocation.params(), outcome.as_ref())?;
         outcome
     }
 
-    /// Records the outcome of a run of `name`, when there is a sink.
-    fn record(&self, name: &str, outcome: &Result<RunResult, RunError>) -> Result<(), RunError> {
+    /// Records the outcome of a run of `name` with `params`, when there is a sink.
+    fn record(
+        &self,
+        name: &str,
+        params: &[(String, Value)],
+        outcome: Result<&RunResult, &RunError>,
+    ) -> Result<(), RunError> {
         let Some(sink) = &self.audit else {
             return Ok(());
         };
@@ -138,6 +149,7 @@ impl ContainerExecutor {
                 event = event.data("weakened", vec!["limits"]);
             }
             event
+                .params(params)
                 .data("run_status", r.status.as_str())
                 .data("exit_code", r.exit_code)
                 .data("duration_ms", r.duration.as_millis() as u64)
@@ -149,8 +161,11 @@ impl ContainerExecutor {
             Err(RunError::Failed(r)) => ran(r, "command_failed"),
             Err(RunError::Denied(d)) => {
                 Event::container_run(Decision::Deny, d.reason.code(), name, image)
+                    .params(params)
+                    .data("message", d.message.as_str())
             }
             Err(e) => Event::container_run(Decision::Error, e.reason(), name, image)
+                .params(params)
                 .data("message", error_chain(e)),
         };
         sink.record(event)?;
@@ -180,11 +195,11 @@ impl ContainerExecutor {
         Ok(())
     }
 
-    /// Starts the engine and captures the run; the name was already looked up.
+    /// Starts the engine and captures the run of the command `name`.
     async fn execute(
         &self,
         name: &str,
-        invocation: &Invocation,
+        invocation: &EngineCommand,
         identity: &RunIdentity,
     ) -> Result<RunResult, RunError> {
         if let Some(why) = self.spec.unenforced_limits()

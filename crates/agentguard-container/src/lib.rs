@@ -1,9 +1,10 @@
 //! Hardened container launch: allowlisted commands in Docker or Podman, optionally under
 //! gVisor (`runsc`), with every hardening default on.
 //!
-//! The agent picks a command NAME; a fixed map gives the argv. The spec ([`ContainerSpec`])
-//! validates every value at build time, and [`ContainerSpec::invocation`] turns a NAME into
-//! the complete engine argv as pure data, so the hardening is testable without an engine and
+//! The agent picks a command NAME, and fills the typed params the operator declared; a fixed
+//! map gives the argv. The spec ([`ContainerSpec`]) validates every value at build time,
+//! [`ContainerSpec::invoke`] checks a call into an [`agentguard_policy::Invocation`], and
+//! [`ContainerSpec::run_command`] turns that into the complete engine argv as pure data, so the hardening is testable without an engine and
 //! visible with `--dry-run`. [`ContainerExecutor`] runs it: cleaned engine environment, output
 //! caps, timeouts and overflows that kill the container by name, typed engine errors, audit.
 
@@ -18,6 +19,7 @@ mod error;
 mod executor;
 pub mod gc;
 mod kill;
+mod paths;
 mod process;
 mod result;
 mod rootless;
@@ -26,7 +28,7 @@ mod terminal;
 mod values;
 
 pub use argv::{
-    Invocation, PROXY_SOCKET_TARGET, PROXY_VARIABLES, RELAY_TARGET, Relay, RunIdentity,
+    EngineCommand, PROXY_SOCKET_TARGET, PROXY_VARIABLES, RELAY_TARGET, Relay, RunIdentity,
     WORKSPACE_TARGET,
 };
 pub use builder::{ContainerSpecBuilder, MAX_TIMEOUT, check_mount_source};

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::process::Command;
 
-use crate::argv::{Invocation, RunIdentity};
+use crate::argv::{EngineCommand, RunIdentity};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 
@@ -48,8 +48,8 @@ const ENGINE_ENV: &[&str] = &[
 
 impl Engine {
     /// An engine command: the global flags (which come before any subcommand), then `args`.
-    pub fn command<S: AsRef<str>>(&self, global: &[String], args: &[S]) -> Invocation {
-        Invocation {
+    pub fn command<S: AsRef<str>>(&self, global: &[String], args: &[S]) -> EngineCommand {
+        EngineCommand {
             program: self.program.clone(),
             args: global
                 .iter()
@@ -61,7 +61,7 @@ impl Engine {
 }
 
 /// The engine process: cleaned environment, no stdin, piped output, killed if dropped.
-pub(crate) fn spawn_command(invocation: &Invocation) -> Command {
+pub(crate) fn spawn_command(invocation: &EngineCommand) -> Command {
     let mut command = Command::new(&invocation.program);
     command
         .args(&invocation.args)
@@ -79,7 +79,7 @@ pub(crate) fn spawn_command(invocation: &Invocation) -> Command {
 }
 
 /// Runs an engine command to completion (bounded at 60 s), capturing its output.
-pub(crate) async fn run_quiet(invocation: &Invocation) -> std::io::Result<std::process::Output> {
+pub(crate) async fn run_quiet(invocation: &EngineCommand) -> std::io::Result<std::process::Output> {
     let mut command = spawn_command(invocation);
     match tokio::time::timeout(QUIET_LIMIT, command.output()).await {
         Ok(result) => result,

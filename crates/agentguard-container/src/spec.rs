@@ -38,7 +38,7 @@ impl WorkspaceMode {
 }
 
 /// A validated, hardened container specification.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ContainerSpec {
     pub(crate) engine: Engine,
     pub(crate) image: String,

@@ -46,8 +46,18 @@ fn egress_identity() -> RunIdentity {
     }
 }
 
+/// The engine command of a run of `name` without params, as every front end makes it.
+fn engine_run(
+    spec: &ContainerSpec,
+    name: &str,
+    identity: &RunIdentity,
+) -> Result<EngineCommand, agentguard_policy::Denial> {
+    spec.invoke(name, &[])
+        .map(|invocation| spec.run_command(&invocation, identity))
+}
+
 fn check_golden_with(file: &str, spec: &ContainerSpec, identity: &RunIdentity) {
-    let invocation = spec.invocation("run_tests", identity).unwrap();
+    let invocation = engine_run(spec, "run_tests", identity).unwrap();
     let mut text = format!("{}\n", invocation.program.display());
     for arg in &invocation.args {
         text.push_str(&arg.to_string_lossy());
@@ -181,7 +191,7 @@ fn args(spec: &ContainerSpec) -> Vec<String> {
 }
 
 fn args_with(spec: &ContainerSpec, identity: &RunIdentity) -> Vec<String> {
-    spec.invocation("run_tests", identity)
+    engine_run(spec, "run_tests", identity)
         .unwrap()
         .args
         .iter()
@@ -229,14 +239,14 @@ fn only_an_exact_name_selects_an_argv() {
         "sh -c id",
         "",
     ] {
-        let denial = s.invocation(name, &identity()).unwrap_err();
+        let denial = engine_run(&s, name, &identity()).unwrap_err();
         assert_eq!(denial.reason.code(), "command_not_allowed", "{name:?}");
     }
 }
 
 #[test]
 fn display_quotes_unsafe_words() {
-    let inv = Invocation {
+    let inv = EngineCommand {
         program: "docker".into(),
         args: vec!["run".into(), "a b".into(), "it's".into()],
     };
@@ -387,7 +397,7 @@ fn the_model_can_never_supply_a_flag_or_an_argv() {
     ];
     for name in hostile {
         assert!(
-            s.invocation(name, &identity()).is_err(),
+            engine_run(&s, name, &identity()).is_err(),
             "{name:?} produced an argv"
         );
     }

@@ -16,6 +16,7 @@
 use std::net::IpAddr;
 
 use agentguard_container::{ContainerSpec, ImagePin};
+use agentguard_policy::Invocation;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
@@ -98,8 +99,8 @@ pub struct EgressPlan {
 pub struct RunRequest<'a> {
     /// The validated spec (image, allowlist, limits, environment).
     pub spec: &'a ContainerSpec,
-    /// The allowlisted command.
-    pub command: &'a str,
+    /// The checked call of an allowlisted command: its argv with the params' values placed.
+    pub invocation: &'a Invocation,
     /// The run's id: the Job's name (a DNS label).
     pub run_id: &'a str,
     /// Owner labels (pid, start, deadline), so `gc` can find what a killed run left.
@@ -174,10 +175,7 @@ pub(crate) fn restricted_pod(uid: u32, gid: u32) -> serde_json::Map<String, Valu
 pub fn compile(request: &RunRequest<'_>, settings: &K8sSettings) -> Result<Manifests> {
     crate::settings::dns_label("run id", request.run_id)?;
     let spec = request.spec;
-    let argv = spec
-        .commands()
-        .get(request.command)
-        .map_err(|denial| Error::Unsupported(denial.to_string()))?;
+    let argv = request.invocation.argv();
     if spec.workspace().is_some() {
         return Err(Error::Invalid {
             field: "workspace",
@@ -325,7 +323,7 @@ fn job(
             "namespace": settings.namespace,
             "labels": run_labels(request),
             "annotations": {
-                "agentguard.dev/command": request.command,
+                "agentguard.dev/command": request.invocation.command(),
                 "agentguard.dev/weakened": names.join(","),
             },
         },

@@ -62,9 +62,10 @@ fn combinations() -> Vec<(String, Option<&'static str>, RunNetwork, bool)> {
 fn compiled(runtime: Option<&str>, network: RunNetwork, rw: bool) -> Manifests {
     let spec = spec(runtime);
     let labels = vec![("agentguard.owner".to_owned(), "4242".to_owned())];
+    let invocation = spec.commands().invoke("run_tests", &[]).unwrap();
     let request = RunRequest {
         spec: &spec,
-        command: "run_tests",
+        invocation: &invocation,
         run_id: "agentguard-4242-1-0",
         labels: &labels,
         network,
@@ -238,9 +239,10 @@ fn what_cannot_be_mapped_is_refused_with_the_key_to_set() {
     let mut no_class = settings();
     no_class.runtime_class = None;
     let spec = spec(Some("runsc"));
+    let invocation = spec.commands().invoke("run_tests", &[]).unwrap();
     let request = |network| RunRequest {
         spec: &spec,
-        command: "run_tests",
+        invocation: &invocation,
         run_id: "agentguard-4242-1-0",
         labels: &[],
         network,

@@ -58,9 +58,13 @@ pub async fn run(
         std::process::id(),
         now() % 1_000_000_000
     );
+    let invocation = spec
+        .commands()
+        .invoke(NAME, &[])
+        .map_err(|e| Error::Compile(agentguard_k8s::Error::Unsupported(e.to_string())))?;
     let request = RunRequest {
         spec: &spec,
-        command: NAME,
+        invocation: &invocation,
         run_id: &run_id,
         labels,
         network: RunNetwork::None,

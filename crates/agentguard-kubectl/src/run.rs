@@ -101,7 +101,7 @@ async fn run_checked(
     };
     Ok(Ok(Ran {
         result: RunResult {
-            command: request.command.to_owned(),
+            command: request.invocation.command().to_owned(),
             status,
             exit_code,
             stdout: watched.logs,

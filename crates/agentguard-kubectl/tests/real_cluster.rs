@@ -64,9 +64,10 @@ impl Real {
         let spec = builder.build().unwrap();
         let run_id = format!("agentguard-e2e-{}-{name}", std::process::id());
         let labels = [gc::host_label()];
+        let invocation = spec.commands().invoke(name, &[]).unwrap();
         let request = RunRequest {
             spec: &spec,
-            command: name,
+            invocation: &invocation,
             run_id: &run_id,
             labels: &labels,
             network: RunNetwork::None,

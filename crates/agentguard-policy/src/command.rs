@@ -1,22 +1,26 @@
 //! The command allowlist: the only way a NAME becomes an argv.
 //!
-//! An agent picks a command by name; the argv comes from this fixed map and nowhere else.
+//! An agent picks a command by name; the argv comes from this fixed map and nowhere else, with
+//! at most the typed values of the params the operator declared (`template.rs`).
 //! Lookup is by exact name: no trimming, no case folding, no prefix matching, so `Run_Tests`,
 //! `run_tests ` and `run` never select `run_tests`. Names and argv are validated when the map
 //! is built, so a bad configuration fails at start-up, not at the first call.
 
 use std::collections::BTreeMap;
 
+use crate::check::Arg;
 use crate::decision::{Denial, Reason};
 use crate::error::{Error, Result};
+use crate::param::ParamSpec;
+use crate::template::{Command, Invocation};
 
 /// Longest accepted command name.
 pub const MAX_COMMAND_NAME_LEN: usize = 64;
 
-/// A validated map from command NAME to argv.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A validated map from command NAME to its argv template and params.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CommandAllowlist {
-    commands: BTreeMap<String, Vec<String>>,
+    commands: BTreeMap<String, Command>,
 }
 
 impl CommandAllowlist {
@@ -25,23 +29,36 @@ impl CommandAllowlist {
         CommandAllowlist::default()
     }
 
-    /// Adds one command after validating its name and argv. A repeated name is an error.
+    /// Adds one command without params after validating its name and argv. A repeated name
+    /// is an error.
     pub fn insert<I, S>(&mut self, name: &str, argv: I) -> Result<()>
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
+        let argv: Vec<String> = argv.into_iter().map(Into::into).collect();
+        self.insert_with_params(name, argv, &BTreeMap::new())
+    }
+
+    /// Adds one command with its params (`[commands.NAME.params.P]`), after validating its
+    /// name, its argv template and every param. A repeated name is an error.
+    pub fn insert_with_params(
+        &mut self,
+        name: &str,
+        argv: Vec<String>,
+        params: &BTreeMap<String, ParamSpec>,
+    ) -> Result<()> {
         let refuse = |reason: String| Error::Command {
             name: name.to_owned(),
             reason,
         };
         validate_name(name).map_err(refuse)?;
-        let argv: Vec<String> = argv.into_iter().map(Into::into).collect();
         validate_argv(&argv).map_err(refuse)?;
         if self.commands.contains_key(name) {
             return Err(refuse("the name is defined twice".into()));
         }
-        self.commands.insert(name.to_owned(), argv);
+        let command = Command::new(name, argv, params).map_err(refuse)?;
+        self.commands.insert(name.to_owned(), command);
         Ok(())
     }
 
@@ -59,9 +76,9 @@ impl CommandAllowlist {
         Ok(list)
     }
 
-    /// The argv for exactly this name, or a `command_not_allowed` denial.
-    pub fn get(&self, name: &str) -> std::result::Result<&[String], Denial> {
-        self.commands.get(name).map(Vec::as_slice).ok_or_else(|| {
+    /// The command of exactly this name, or a `command_not_allowed` denial.
+    pub fn get(&self, name: &str) -> std::result::Result<&Command, Denial> {
+        self.commands.get(name).ok_or_else(|| {
             let known: Vec<&str> = self.names().collect();
             Denial::new(
                 Reason::CommandNotAllowed,
@@ -75,6 +92,21 @@ impl CommandAllowlist {
                 ),
             )
         })
+    }
+
+    /// The command `name` with `args` checked and placed: a `command_not_allowed` denial for
+    /// a name off the allowlist, `invalid_arguments` for a value its param refuses.
+    pub fn invoke(
+        &self,
+        name: &str,
+        args: &[(String, Arg)],
+    ) -> std::result::Result<Invocation, Denial> {
+        Ok(self.get(name)?.invoke(args)?)
+    }
+
+    /// The commands, sorted by name.
+    pub fn commands(&self) -> impl Iterator<Item = &Command> {
+        self.commands.values()
     }
 
     /// The allowed names, sorted.

@@ -25,6 +25,9 @@ pub enum Reason {
     NonPublicAddress,
     /// A name resolved to no addresses at all.
     NoAddresses,
+    /// A value given for a command's param was refused by its type's rules (or a param was
+    /// missing, unknown or repeated).
+    InvalidArguments,
 }
 
 impl Reason {
@@ -37,6 +40,7 @@ impl Reason {
         Reason::IpLiteralNotAllowed,
         Reason::NonPublicAddress,
         Reason::NoAddresses,
+        Reason::InvalidArguments,
     ];
 
     /// The stable snake_case code, as used in audit events, HTTP headers and JSON output.
@@ -49,6 +53,7 @@ impl Reason {
             Reason::IpLiteralNotAllowed => "ip_literal_not_allowed",
             Reason::NonPublicAddress => "non_public_address",
             Reason::NoAddresses => "no_addresses",
+            Reason::InvalidArguments => "invalid_arguments",
         }
     }
 }

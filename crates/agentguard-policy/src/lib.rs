@@ -1,7 +1,7 @@
 //! Pure policy for AgentGuard: every "may this happen" decision, and no I/O at all.
 //!
-//! This crate owns the command allowlist, host patterns and the canonical host form, port
-//! sets, and the classifier that decides which IP addresses are public. It has no async
+//! This crate owns the command allowlist (argv templates and their typed params, with the one
+//! validator of values), host patterns and the canonical host form, port sets, and the classifier that decides which IP addresses are public. It has no async
 //! runtime, opens no sockets and reads no files, so a single table-driven test suite covers
 //! every decision, and every other crate asks the same questions the same way.
 //!
@@ -12,26 +12,41 @@
 
 mod addr;
 mod authority;
+mod check;
 mod command;
 mod decision;
 mod error;
+mod hidden;
 mod host;
+mod param;
 mod port;
 mod registry;
 mod target;
+mod template;
 
 pub use addr::{
     AddrPermit, AddressPolicy, Class, Embedding, SpecialRange, classify, parse_cidr,
     special_networks,
 };
 pub use authority::{Authority, parse_port};
+pub use check::{
+    Arg, MAX_COMPONENT_BYTES, MAX_PATH_BYTES, MAX_VALUE_BYTES, Placement, Rule, Value,
+};
 pub use command::{CommandAllowlist, MAX_COMMAND_NAME_LEN};
 pub use decision::{Denial, Reason};
 pub use error::{Error, HostErrorKind, Result};
+pub use hidden::is_hidden;
 pub use host::{DomainName, Host, HostAllowlist, HostPattern};
 pub use ipnet::IpNet;
+pub use param::{
+    DEFAULT_MAX_LENGTH, MAX_PARAM_NAME_LEN, MAX_STRING_LENGTH, Param, ParamSpec, ParamType,
+    PathKind, PathRule, StringRule,
+};
 pub use port::{DEFAULT_PORT, PortSet};
 pub use target::{TargetPermit, TargetPolicy, TargetPolicyBuilder};
+pub use template::{ArgError, Command, HostCheck, Invocation, WORKSPACE};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod params_tests;

@@ -658,7 +658,7 @@ fn command_lookup_is_exact() {
     ])
     .unwrap();
     assert_eq!(
-        list.get("run_tests").unwrap(),
+        list.get("run_tests").unwrap().argv(),
         ["python3", "-m", "pytest", "-q"]
     );
     for near_miss in [
@@ -727,7 +727,8 @@ fn reason_codes_are_stable() {
             "port_not_allowed",
             "ip_literal_not_allowed",
             "non_public_address",
-            "no_addresses"
+            "no_addresses",
+            "invalid_arguments"
         ]
     );
 }

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use agentguard_audit::AuditSink;
 use agentguard_container::{
-    ContainerExecutor, ContainerSpec, Invocation, Relay, RunError, RunIdentity, RunResult,
+    ContainerExecutor, ContainerSpec, EngineCommand, Relay, RunError, RunIdentity, RunResult,
     Streaming, check_mount_source,
 };
 use agentguard_egress::EgressProxy;
 use agentguard_netpin::DnsResolver;
-use agentguard_policy::{Denial, IpNet, TargetPolicy};
+use agentguard_policy::{Arg, IpNet, Invocation, TargetPolicy};
 
 use crate::count::{EgressCounts, RunSink};
 use crate::error::{Error, Result};
@@ -297,15 +297,21 @@ impl Sandbox {
         &self.runs_dir
     }
 
-    /// The engine argv a run of `name` with `identity` would use, relay and mounts included
-    /// (`--dry-run`); creates nothing.
-    pub fn invocation(&self, name: &str, identity: &RunIdentity) -> Result<Invocation, Denial> {
+    /// The allowlisted command `name` with `args` checked, once, for every run of it
+    /// ([`ContainerExecutor::invoke`]: a refusal is recorded, nothing starts).
+    pub fn invoke(&self, name: &str, args: &[(String, Arg)]) -> Result<Invocation> {
+        self.executor.invoke(name, args).map_err(Error::Run)
+    }
+
+    /// The engine argv a run of `invocation` with `identity` would use, relay and mounts
+    /// included (`--dry-run`); creates nothing.
+    pub fn engine_command(&self, invocation: &Invocation, identity: &RunIdentity) -> EngineCommand {
         let mut identity = identity.clone();
-        if let Some(Plan::Egress(..)) = self.plans.get(name) {
+        if let Some(Plan::Egress(..)) = self.plans.get(invocation.command()) {
             let dir = self.runs_dir.join(&identity.name);
             identity.relay = Some(self.relay_at(&dir.join(RELAY_FILE), &dir.join(SOCKET_FILE)));
         }
-        self.executor.spec().invocation(name, &identity)
+        self.executor.spec().run_command(invocation, &identity)
     }
 
     fn relay_at(&self, program: &std::path::Path, socket: &std::path::Path) -> Relay {
@@ -316,21 +322,21 @@ impl Sandbox {
         }
     }
 
-    /// Runs the allowlisted command `name` (see [`Sandbox::run_with`]).
-    pub async fn run(&self, name: &str) -> Result<Finished> {
-        self.run_with(name, &self.identity()).await
+    /// Runs a checked invocation (see [`Sandbox::run_with`]).
+    pub async fn run(&self, invocation: &Invocation) -> Result<Finished> {
+        self.run_with(invocation, &self.identity()).await
     }
 
-    /// Runs the allowlisted command `name` as the container `identity.name`; for an egress
-    /// command, with its own proxy for exactly as long as the run. Dropping the future (on a
-    /// signal) stops the proxy and removes the run folder; the caller then kills the container
-    /// by name.
-    pub async fn run_with(&self, name: &str, identity: &RunIdentity) -> Result<Finished> {
-        let outcome = match self.plans.get(name) {
-            // Not allowlisted, or no network: exactly the container run of today.
-            None | Some(Plan::None) => self.executor.run_with(name, identity).await,
+    /// Runs a checked invocation as the container `identity.name`; for an egress command,
+    /// with its own proxy for exactly as long as the run. Dropping the future (on a signal)
+    /// stops the proxy and removes the run folder; the caller then kills the container by
+    /// name.
+    pub async fn run_with(&self, invocation: &Invocation, identity: &RunIdentity) -> Result<Finished> {
+        let outcome = match self.plans.get(invocation.command()) {
+            // No network: exactly the container run of today.
+            None | Some(Plan::None) => self.executor.run_with(invocation, identity).await,
             Some(Plan::Egress(policy, _)) => {
-                return self.run_egress(name, identity, policy).await;
+                return self.run_egress(invocation, identity, policy).await;
             }
         };
         finish(outcome, None)
@@ -338,7 +344,7 @@ impl Sandbox {
 
     async fn run_egress(
         &self,
-        name: &str,
+        invocation: &Invocation,
         identity: &RunIdentity,
         policy: &TargetPolicy,
     ) -> Result<Finished> {
@@ -371,7 +377,9 @@ impl Sandbox {
             relay: Some(self.relay_at(&program, &dir.file(SOCKET_FILE))),
             ..identity.clone()
         };
-        let outcome = sink.flushing(self.executor.run_with(name, &identity)).await;
+        let outcome = sink
+            .flushing(self.executor.run_with(invocation, &identity))
+            .await;
         // The container is gone: nothing can use the tunnels any more.
         let _ = proxy.shutdown(Duration::ZERO).await;
         drop(dir);

@@ -85,6 +85,7 @@ fn keys(root: &Path, files: &[PathBuf], audit: &str, problems: &mut Vec<String>)
         ValueType::Bool => "boolean",
         ValueType::NumberOrNull => "number or null",
         ValueType::Strings => "array of strings",
+        ValueType::Params => "object of strings and numbers",
     };
     let rows: BTreeSet<String> = table(audit, "| key | type | written by |")
         .iter()

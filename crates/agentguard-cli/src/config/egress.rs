@@ -11,7 +11,7 @@ use std::sync::Arc;
 use agentguard_audit::AuditSink;
 use agentguard_container::ContainerSpec;
 use agentguard_netpin::DnsResolver;
-use agentguard_policy::{TargetPolicy, parse_cidr};
+use agentguard_policy::{ParamSpec, TargetPolicy, parse_cidr};
 use agentguard_sandbox::relay::RelayProgram;
 use agentguard_sandbox::{Network, Sandbox};
 use anyhow::Context;
@@ -38,13 +38,23 @@ pub(crate) struct CommandTable {
     description: Option<String>,
     network: Option<String>,
     egress_allow: Option<Vec<String>>,
+    #[serde(default)]
+    params: BTreeMap<String, super::params::ParamTable>,
 }
 
 impl CommandEntry {
-    pub(crate) fn into_argv(self) -> Vec<String> {
+    /// The argv template and the params as the policy crate takes them.
+    pub(crate) fn into_parts(self) -> (Vec<String>, BTreeMap<String, ParamSpec>) {
         match self {
-            CommandEntry::Argv(argv) => argv,
-            CommandEntry::Table(table) => table.argv,
+            CommandEntry::Argv(argv) => (argv, BTreeMap::new()),
+            CommandEntry::Table(table) => {
+                let params = table
+                    .params
+                    .into_iter()
+                    .map(|(name, param)| (name, param.into_spec()))
+                    .collect();
+                (table.argv, params)
+            }
         }
     }
 }

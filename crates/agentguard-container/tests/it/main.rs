@@ -8,9 +8,15 @@ use std::time::Duration;
 
 use agentguard_audit::{Decision, MemorySink};
 use agentguard_container::{
-    ContainerExecutor, ContainerSpec, ContainerSpecBuilder, Engine, RunError, RunStatus,
+    ContainerExecutor, ContainerSpec, ContainerSpecBuilder, Engine, RunError, RunResult, RunStatus,
 };
 use agentguard_test_support::FakeEngine;
+
+/// Checks and runs the command `name` without params, as every front end does.
+async fn run(executor: &ContainerExecutor, name: &str) -> Result<RunResult, RunError> {
+    let invocation = executor.invoke(name, &[])?;
+    executor.run(&invocation).await
+}
 
 fn spec(engine: &FakeEngine) -> ContainerSpecBuilder {
     ContainerSpec::builder("localhost/tools:latest")
@@ -36,7 +42,7 @@ fn spec(engine: &FakeEngine) -> ContainerSpecBuilder {
 async fn a_run_captures_stdout_and_stderr_separately_and_stdin_is_empty() {
     let engine = FakeEngine::new();
     let executor = ContainerExecutor::new(spec(&engine).build().unwrap());
-    let hello = executor.run("hello").await.unwrap();
+    let hello = run(&executor, "hello").await.unwrap();
     assert_eq!(
         (
             hello.status,
@@ -48,7 +54,7 @@ async fn a_run_captures_stdout_and_stderr_separately_and_stdin_is_empty() {
     );
     assert!(hello.success());
     // `cat` would wait forever on an inherited stdin; the engine gets /dev/null.
-    let stdin = tokio::time::timeout(Duration::from_secs(20), executor.run("stdin"))
+    let stdin = tokio::time::timeout(Duration::from_secs(20), run(&executor, "stdin"))
         .await
         .expect("stdin is /dev/null, so cat ends at once")
         .unwrap();
@@ -64,7 +70,7 @@ async fn a_timeout_kills_the_container_by_name() {
             .build()
             .unwrap(),
     );
-    let result = executor.run("sleepy").await.unwrap();
+    let result = run(&executor, "sleepy").await.unwrap();
     assert_eq!(result.status, RunStatus::TimedOut);
     assert!(result.duration < Duration::from_secs(20), "{result:?}");
     assert!(
@@ -86,7 +92,7 @@ async fn a_timeout_kills_the_container_by_name() {
 async fn an_output_flood_is_capped_and_killed() {
     let engine = FakeEngine::new();
     let executor = ContainerExecutor::new(spec(&engine).max_output_bytes(4096).build().unwrap());
-    let result = executor.run("flood").await.unwrap();
+    let result = run(&executor, "flood").await.unwrap();
     assert_eq!(result.status, RunStatus::OutputLimit);
     assert!(result.truncated);
     assert_eq!(result.stdout.len() + result.stderr.len(), 4096);
@@ -108,7 +114,7 @@ async fn a_client_that_keeps_its_output_open_after_the_kill_is_not_waited_for() 
             .unwrap(),
     )
     .with_drain_grace(Duration::from_millis(700));
-    let result = executor.run("hung").await.unwrap();
+    let result = run(&executor, "hung").await.unwrap();
     assert_eq!(result.status, RunStatus::TimedOut);
     assert!(
         result.duration < Duration::from_secs(10),
@@ -120,16 +126,16 @@ async fn a_client_that_keeps_its_output_open_after_the_kill_is_not_waited_for() 
 async fn engine_exit_125_is_an_engine_error_and_137_a_probable_oom() {
     let engine = FakeEngine::new();
     let executor = ContainerExecutor::new(spec(&engine).build().unwrap());
-    let missing = executor.run("missing_image").await.unwrap_err();
+    let missing = run(&executor, "missing_image").await.unwrap_err();
     assert!(
         matches!(missing, RunError::MissingImage { .. }),
         "{missing:?}"
     );
     assert_eq!(missing.reason(), "missing_image");
-    let broken = executor.run("engine_broken").await.unwrap_err();
+    let broken = run(&executor, "engine_broken").await.unwrap_err();
     assert!(matches!(broken, RunError::Engine { .. }), "{broken:?}");
     assert!(broken.to_string().contains("something else"), "{broken}");
-    let oom = executor.run("oom").await.unwrap();
+    let oom = run(&executor, "oom").await.unwrap();
     assert_eq!((oom.status, oom.exit_code), (RunStatus::Killed, Some(137)));
 }
 
@@ -139,12 +145,12 @@ async fn check_turns_a_non_zero_exit_into_an_error_and_both_are_audited() {
     let audit = Arc::new(MemorySink::default());
     let executor = ContainerExecutor::new(spec(&engine).check(true).build().unwrap())
         .with_audit(audit.clone());
-    let failed = executor.run("fails").await.unwrap_err();
+    let failed = run(&executor, "fails").await.unwrap_err();
     let RunError::Failed(result) = failed else {
         panic!("expected Failed, got {failed:?}")
     };
     assert_eq!(result.exit_code, Some(3));
-    let denied = executor.run("not-on-the-list").await.unwrap_err();
+    let denied = run(&executor, "not-on-the-list").await.unwrap_err();
     assert_eq!(denied.reason(), "command_not_allowed");
     let records = audit.records();
     assert_eq!(records.len(), 2, "{records:?}");
@@ -174,7 +180,7 @@ async fn every_engine_command_of_a_podman_runsc_run_carries_the_global_flags() {
             .build()
             .unwrap(),
     );
-    executor.run("sleepy").await.unwrap();
+    run(&executor, "sleepy").await.unwrap();
     let calls = engine.calls();
     for sub in ["run ", "ps ", "kill ", "rm -f "] {
         let call = calls
@@ -202,7 +208,7 @@ async fn a_kill_the_engine_refuses_is_retried_and_reported_with_the_container() 
     )
     .with_drain_grace(Duration::from_millis(500));
     engine.fail_kills(true);
-    let error = executor.run("sleepy").await.unwrap_err();
+    let error = run(&executor, "sleepy").await.unwrap_err();
     let RunError::KillFailed { container, .. } = &error else {
         panic!("{error:?}");
     };

@@ -39,9 +39,11 @@ fn request<'a>(
     labels: &'a [(String, String)],
     network: RunNetwork,
 ) -> RunRequest<'a> {
+    // The request borrows its invocation; a test's request lives as long as the test.
+    let invocation = Box::leak(Box::new(spec.commands().invoke("tests", &[]).unwrap()));
     RunRequest {
         spec,
-        command: "tests",
+        invocation,
         run_id: RUN,
         labels,
         network,

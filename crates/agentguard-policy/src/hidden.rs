@@ -10,7 +10,8 @@
 //!   smuggle text a reader does not see);
 //! - Bidi_Control (U+061C, U+200E-200F, U+202A-202E, U+2066-2069).
 //!
-//! [`Escaped`](crate::Escaped) escapes these characters; the MCP presenter removes them.
+//! The audit log's `Escaped` escapes these characters; the MCP presenter removes them, and a
+//! command param refuses them.
 
 use icu_properties::props::{BidiControl, DefaultIgnorableCodePoint, GeneralCategory};
 use icu_properties::{CodePointMapData, CodePointSetData};

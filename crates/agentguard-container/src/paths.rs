@@ -1,0 +1,83 @@
+//! The host side of a `path` param: with `must_exist` or `kind`, its value is checked on the
+//! workspace folder with lstat, component by component, and refused if any component is a
+//! symlink, is missing, or (the last) is not the param's kind. The lexical rules were the
+//! policy crate's; this is the only part of a param check that does I/O.
+//!
+//! What the check cannot close: the path is resolved again inside the container when the
+//! command opens it, so a symlink made after the check is followed there. It is followed in
+//! the container's own mount namespace, which holds the image, the workspace and /tmp and
+//! nothing of the host: such a link reaches only what the command could open anyway
+//! (docs/params.md; test `a_link_made_after_the_check_reaches_only_the_containers_files`).
+
+use std::path::Path;
+
+use agentguard_policy::{Arg, ArgError, Denial, HostCheck, Invocation, PathKind, Rule};
+
+use crate::spec::ContainerSpec;
+
+impl ContainerSpec {
+    /// The allowlisted command `name` with `args` checked: the lexical rules of its params,
+    /// then each host-checked path on the workspace. A name off the allowlist is
+    /// `command_not_allowed`, a refused value `invalid_arguments`; nothing is started.
+    pub fn invoke(&self, name: &str, args: &[(String, Arg)]) -> Result<Invocation, Denial> {
+        let invocation = self.commands.invoke(name, args)?;
+        for check in invocation.host_checks() {
+            let Some((root, _)) = self.workspace() else {
+                return Err(refuse(name, check, Rule::NotFound, "no workspace is mounted"));
+            };
+            on_host(root, check).map_err(|(rule, why)| refuse(name, check, rule, &why))?;
+        }
+        Ok(invocation)
+    }
+}
+
+fn refuse(command: &str, check: &HostCheck, rule: Rule, why: &str) -> Denial {
+    ArgError {
+        command: command.to_owned(),
+        param: check.param.clone(),
+        rule,
+        why: why.to_owned(),
+        value: Some(check.path.clone()),
+    }
+    .into()
+}
+
+/// Walks `check.path` below `root` with lstat: no component may be a symlink, every one but
+/// the last a directory, the last of the check's kind.
+fn on_host(root: &Path, check: &HostCheck) -> Result<(), (Rule, String)> {
+    let mut at = root.to_path_buf();
+    let components: Vec<&str> = check.path.split('/').collect();
+    for (i, component) in components.iter().enumerate() {
+        at.push(component);
+        let shown = components[..=i].join("/");
+        let meta = match std::fs::symlink_metadata(&at) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err((Rule::NotFound, format!("{shown} does not exist in the workspace")));
+            }
+            Err(e) => {
+                return Err((Rule::NotFound, format!("{shown} cannot be read ({e})")));
+            }
+        };
+        if meta.file_type().is_symlink() {
+            return Err((
+                Rule::Symlink,
+                format!("{shown} is a symlink; a checked path follows none"),
+            ));
+        }
+        let last = i + 1 == components.len();
+        let fits = match (last, check.kind) {
+            (false, _) | (true, PathKind::Dir) => meta.is_dir(),
+            (true, PathKind::File) => meta.is_file(),
+            (true, PathKind::Any) => true,
+        };
+        if !fits {
+            let want = if last { check.kind.as_str() } else { "dir" };
+            return Err((
+                if last { Rule::WrongKind } else { Rule::NotFound },
+                format!("{shown} is not a {want}"),
+            ));
+        }
+    }
+    Ok(())
+}
