@@ -40,9 +40,30 @@ pub(crate) fn run() -> Result<()> {
         bail!("no container engine is available; run `cargo xtask setup` as root on Debian");
     };
     image::ensure_probe_image(kind.program_name())?;
+    // The workspace of the parameterized command: one note to show.
+    let workspace = cmd::root().join("target/xtask/demo-workspace");
+    let _ = std::fs::remove_dir_all(&workspace);
+    std::fs::create_dir_all(workspace.join("notes"))?;
+    std::fs::write(
+        workspace.join("notes/hello.txt"),
+        "hello from the workspace\n",
+    )?;
+    let path = agentguard_policy::ParamSpec {
+        kind: "path".into(),
+        under: Some("notes".into()),
+        path_kind: Some("file".into()),
+        must_exist: Some(true),
+        ..Default::default()
+    };
     let mut builder = ContainerSpec::builder(image::PROBE_IMAGE)
         .engine(Engine::of_kind(kind))
-        .command("whoami", ["sh", "-c", "echo \"user $(id -u):$(id -g), kernel $(uname -r), interfaces: $(ls /sys/class/net | tr '\\n' ' ')\"; grep CapEff /proc/self/status; touch /scratch/x"]);
+        .workspace(workspace.canonicalize()?)
+        .command("whoami", ["sh", "-c", "echo \"user $(id -u):$(id -g), kernel $(uname -r), interfaces: $(ls /sys/class/net | tr '\\n' ' ')\"; grep CapEff /proc/self/status; touch /scratch/x"])
+        .command_with_params(
+            "show_note",
+            vec!["cat".into(), "{path}".into()],
+            [("path".to_owned(), path)].into(),
+        );
     if let Some(runtime) = runtime {
         builder = builder.runtime(runtime);
     }
@@ -52,15 +73,15 @@ pub(crate) fn run() -> Result<()> {
         "\n== demo 2/6: the allowlisted command `whoami` in a hardened container ({kind}{})",
         runtime.map(|r| format!(" under {r}")).unwrap_or_default()
     );
-    let invocation = executor
-        .spec()
-        .invocation("whoami", &identity)
-        .map_err(|d| anyhow::anyhow!("{d}"))?;
-    println!("$ {}", invocation.display());
-    let result = tokio::runtime::Builder::new_current_thread()
+    let whoami = executor.invoke("whoami", &[])?;
+    println!(
+        "$ {}",
+        executor.spec().run_command(&whoami, &identity).display()
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?
-        .block_on(executor.run_with("whoami", &identity))?;
+        .build()?;
+    let result = rt.block_on(executor.run_with(&whoami, &identity))?;
     print!(
         "{}{}",
         String::from_utf8_lossy(&result.stdout),
@@ -82,10 +103,29 @@ pub(crate) fn run() -> Result<()> {
         );
     }
 
-    println!("\n== demo 3/6: a name that is not on the allowlist never reaches the engine");
-    match executor.spec().invocation("rm -rf /", &identity) {
+    println!(
+        "\n== demo 3/6: a name that is not on the allowlist, and a param value its type refuses, never reach the engine"
+    );
+    match executor.invoke("rm -rf /", &[]) {
         Ok(_) => bail!("an unlisted name produced an argv"),
         Err(denial) => println!("{denial}"),
+    }
+    let note = |value: &str| {
+        let arg = agentguard_policy::Arg::Word(value.to_owned());
+        executor.invoke("show_note", &[("path".to_owned(), arg)])
+    };
+    println!("$ agentguard run show_note path=notes/hello.txt");
+    let good = note("notes/hello.txt")?;
+    println!("  argv in the container: {:?}", good.argv());
+    let shown = rt.block_on(executor.run(&good))?;
+    print!("{}", String::from_utf8_lossy(&shown.stdout));
+    if shown.stdout != b"hello from the workspace\n" {
+        bail!("the parameterized command did not show the note: {shown:?}");
+    }
+    println!("$ agentguard run show_note path=notes/../../etc/passwd");
+    match note("notes/../../etc/passwd") {
+        Ok(_) => bail!("a traversal produced an argv"),
+        Err(refused) => println!("{refused}"),
     }
     network(&agentguard, kind, runtime)
 }

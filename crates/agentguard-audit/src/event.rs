@@ -268,18 +268,24 @@ impl Event {
         if params.is_empty() {
             return self;
         }
-        let map: serde_json::Map<String, Value> = params
-            .iter()
-            .map(|(name, value)| {
-                let value = match value {
-                    agentguard_policy::Value::Text(text) => Value::from(text.as_str()),
-                    agentguard_policy::Value::Integer(n) => Value::from(*n),
-                };
-                (name.clone(), value)
-            })
-            .collect();
-        self.data("params", Value::Object(map))
+        self.data("params", params_json(params))
     }
+}
+
+/// A command's checked param values as one JSON object (strings and integers), as the audit
+/// log, `run --json` and MCP results write them.
+pub fn params_json(params: &[(String, agentguard_policy::Value)]) -> Value {
+    let map: serde_json::Map<String, Value> = params
+        .iter()
+        .map(|(name, value)| {
+            let value = match value {
+                agentguard_policy::Value::Text(text) => Value::from(text.as_str()),
+                agentguard_policy::Value::Integer(n) => Value::from(*n),
+            };
+            (name.clone(), value)
+        })
+        .collect();
+    Value::Object(map)
 }
 
 /// Text that came from a client or a peer, shown to people (a table, a log line, an error

@@ -62,6 +62,10 @@ pub(crate) struct RunArgs {
     pub(crate) config: PathBuf,
     /// The allowlisted command name.
     pub(crate) name: String,
+    /// The command's params, each `P=VALUE` (one argv element each, checked against the
+    /// param's declared type before anything starts).
+    #[arg(value_name = "P=VALUE", value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub(crate) params: Vec<std::ffi::OsString>,
     /// Print one JSON object with the result instead of streaming the output.
     #[arg(long)]
     pub(crate) json: bool,
@@ -101,6 +105,40 @@ pub(crate) struct K8sManifestsArgs {
     pub(crate) config: PathBuf,
     /// The allowlisted command name.
     pub(crate) name: String,
+    /// The command's params, each `P=VALUE`, as for `agentguard run`.
+    #[arg(value_name = "P=VALUE", value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub(crate) params: Vec<std::ffi::OsString>,
+}
+
+/// `P=VALUE` words as the policy crate takes them: the name up to the first `=` (UTF-8, or
+/// a usage error), the value as given (bytes that are not UTF-8 are refused by the param's
+/// check, which is audited).
+pub(crate) fn param_words(
+    words: &[std::ffi::OsString],
+) -> Result<Vec<(String, agentguard_policy::Arg)>, crate::exit::Exit> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::with_capacity(words.len());
+    for word in words {
+        let bytes = word.as_bytes();
+        let Some(eq) = bytes.iter().position(|b| *b == b'=') else {
+            return Err(crate::exit::Exit::usage(format!(
+                "{:?} is not P=VALUE; give each param as NAME=VALUE, e.g. path=tests/test_api.py",
+                word.to_string_lossy()
+            )));
+        };
+        let Ok(name) = std::str::from_utf8(&bytes[..eq]) else {
+            return Err(crate::exit::Exit::usage(format!(
+                "the param name in {:?} is not UTF-8",
+                word.to_string_lossy()
+            )));
+        };
+        let value = match String::from_utf8(bytes[eq + 1..].to_vec()) {
+            Ok(text) => agentguard_policy::Arg::Word(text),
+            Err(e) => agentguard_policy::Arg::NotUtf8(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        };
+        out.push((name.to_owned(), value));
+    }
+    Ok(out)
 }
 
 #[derive(Debug, Args)]

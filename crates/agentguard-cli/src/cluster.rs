@@ -9,32 +9,57 @@
 use std::io::Write;
 
 use agentguard_audit::{AuditSink, Decision, Event, error_chain};
-use agentguard_container::ContainerExecutor;
 use agentguard_k8s::RunRequest;
 use agentguard_kubectl::{Kubectl, Ran, gc};
+use agentguard_policy::{Arg, Invocation};
 use serde_json::Value;
 
 use crate::args::RunArgs;
-use crate::config::{KubernetesConfig, RunConfig};
+use crate::config::{Cluster, KubernetesConfig, RunConfig};
 use crate::exit::{self, Exit};
 use crate::signal::{Shutdown, Stop};
 use crate::{audit_log, output};
 
-pub(crate) fn run(args: &RunArgs, config: RunConfig) -> anyhow::Result<u8> {
-    let Some(kubernetes) = &config.kubernetes else {
-        unreachable!("only called for a Kubernetes config");
+pub(crate) fn run(
+    args: &RunArgs,
+    params: &[(String, Arg)],
+    config: &RunConfig,
+    cluster: &Cluster,
+) -> anyhow::Result<u8> {
+    let kubernetes = &cluster.kubernetes;
+    let audit = if args.dry_run {
+        None
+    } else {
+        audit_log::for_runs(config.audit.as_ref())?
     };
-    let network = crate::k8s::checked_network(&config, &args.name)?;
-    let identity = ContainerExecutor::new(config.spec.clone()).identity();
-    let mut labels = identity.labels.clone();
-    labels.push(gc::host_label());
+    let (job, labels) = cluster.identity(&config.spec);
+    let record = |event: Event| -> anyhow::Result<()> {
+        if let Some(sink) = &audit {
+            sink.record(on_cluster(event, kubernetes, &job))?;
+        }
+        Ok(())
+    };
+    // Checked once, before kubectl is started; a refusal is recorded (exit 2, or 123 for a
+    // name off the allowlist).
+    let image = config.spec.image();
+    let invocation = match config.spec.commands().invoke(&args.name, params) {
+        Ok(invocation) => invocation,
+        Err(denial) => {
+            record(
+                Event::container_run(Decision::Deny, denial.reason.code(), &args.name, image)
+                    .data("message", denial.message.as_str()),
+            )?;
+            return Err(denial.into());
+        }
+    };
+    let network = crate::k8s::checked_network(config, &args.name)?;
     let request = RunRequest {
         spec: &config.spec,
-        command: &args.name,
-        run_id: &identity.name,
+        invocation: &invocation,
+        run_id: &job,
         labels: &labels,
         network,
-        workspace_rw: config.workspace_rw,
+        workspace_rw: cluster.workspace_rw,
     };
     if args.dry_run {
         let manifests = agentguard_k8s::compile(&request, &kubernetes.settings)?;
@@ -42,14 +67,7 @@ pub(crate) fn run(args: &RunArgs, config: RunConfig) -> anyhow::Result<u8> {
         output::write_lines([text.trim_end().to_owned()])?;
         return Ok(exit::SUCCESS);
     }
-    let audit = audit_log::for_runs(config.audit.as_ref())?;
     let kubectl = Kubectl::new(&kubernetes.settings);
-    let record = |event: Event| -> anyhow::Result<()> {
-        if let Some(sink) = &audit {
-            sink.record(on_cluster(event, kubernetes, &identity.name))?;
-        }
-        Ok(())
-    };
     let outcome = crate::run::runtime()?.block_on(async {
         let mut shutdown = Shutdown::install()?;
         let accepted = &kubernetes.accept_weakened;
@@ -58,12 +76,13 @@ pub(crate) fn run(args: &RunArgs, config: RunConfig) -> anyhow::Result<u8> {
             stop = shutdown.recv() => anyhow::Ok(Err(stop)),
         }
     })?;
-    finish(args, config.spec.image(), &identity.name, outcome, record)
+    finish(args, &invocation, image, &job, outcome, record)
 }
 
 /// Records and reports how the run ended.
 fn finish(
     args: &RunArgs,
+    invocation: &Invocation,
     image: &str,
     job: &str,
     outcome: Result<agentguard_kubectl::Result<Result<Ran, agentguard_kubectl::NotAccepted>>, Stop>,
@@ -73,6 +92,7 @@ fn finish(
         Err(stop) => {
             record(
                 Event::container_run(Decision::Error, "interrupted", &args.name, image)
+                    .params(invocation.params())
                     .data("signal", stop.name()),
             )?;
             let code = match stop {
@@ -83,23 +103,26 @@ fn finish(
             Err(Exit::new(code, message).into())
         }
         Ok(Ok(Ok(ran))) => {
-            record(ran_event(&ran, &args.name, image))?;
+            record(ran_event(&ran, &args.name, image).params(invocation.params()))?;
             if !args.json {
                 let mut out = std::io::stdout().lock();
                 // A closed stdout is the reader's choice; the exit status still says how it ended.
                 let _ = out.write_all(&ran.result.stdout).and_then(|()| out.flush());
             }
-            crate::run::report(&ran.result, Value::Null, args.json, "Job")
+            let params = invocation.params();
+            crate::run::report(&ran.result, params, Value::Null, args.json, "Job")
         }
         Ok(Ok(Err(refused))) => {
             let event =
                 Event::container_run(Decision::Deny, "weakened_not_accepted", &args.name, image)
+                    .params(invocation.params())
                     .data("weakened", vec![refused.0.name()]);
             record(event)?;
             Err(refused.into())
         }
         Ok(Err(error)) => {
             let event = Event::container_run(Decision::Error, error.reason(), &args.name, image)
+                .params(invocation.params())
                 .data("message", error_chain(&error));
             record(event)?;
             let context = format!(

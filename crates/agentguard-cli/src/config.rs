@@ -107,26 +107,55 @@ struct File {
     audit: Option<AuditTable>,
 }
 
-/// A loaded configuration.
+/// A loaded configuration: every table converted once, into the values runs use.
 pub(crate) struct RunConfig {
     pub(crate) spec: ContainerSpec,
     /// Each command's network, allowlist and description, and the `[egress]` table.
     pub(crate) commands: Commands,
     /// The `[fetch]` table (the MCP server's `fetch` tool), `ca_file` resolved.
     pub(crate) fetch: Option<FetchTable>,
-    /// `engine = "kubernetes"`: the checked `[kubernetes]` table (and the spec's engine is
-    /// unused).
-    pub(crate) kubernetes: Option<KubernetesConfig>,
-    /// `workspace_mode = "rw"` for the Kubernetes workspace claim.
-    pub(crate) workspace_rw: bool,
+    /// Where runs go.
+    pub(crate) target: Target,
     pub(crate) audit: Option<AuditConfig>,
 }
 
+/// Where runs go: this machine's engine (the spec's), or a cluster through kubectl.
+pub(crate) enum Target {
+    Local,
+    Cluster(Cluster),
+}
+
+/// `engine = "kubernetes"`: the checked `[kubernetes]` table, and whether the workspace claim
+/// is mounted read-write (`workspace_mode = "rw"`).
+pub(crate) struct Cluster {
+    pub(crate) kubernetes: KubernetesConfig,
+    pub(crate) workspace_rw: bool,
+}
+
+impl Cluster {
+    /// The one identity of a run on this cluster: a fresh Job name, and the owner labels with
+    /// this host's, the same for `run`, `k8s manifests` and `doctor`.
+    pub(crate) fn identity(&self, spec: &ContainerSpec) -> (String, Vec<(String, String)>) {
+        let identity = agentguard_container::ContainerExecutor::new(spec.clone()).identity();
+        let mut labels = identity.labels;
+        labels.push(agentguard_kubectl::gc::host_label());
+        (identity.name, labels)
+    }
+}
+
 impl RunConfig {
+    /// The cluster, when runs go to one.
+    pub(crate) fn cluster(&self) -> Option<&Cluster> {
+        match &self.target {
+            Target::Cluster(cluster) => Some(cluster),
+            Target::Local => None,
+        }
+    }
+
     /// Refuses a Kubernetes config for `what` (a local run or server): runs on a cluster go
     /// through kubectl, never through the local engine the spec names.
     pub(crate) fn local_only(&self, what: &str) -> anyhow::Result<()> {
-        if self.kubernetes.is_some() {
+        if self.cluster().is_some() {
             return Err(ConfigError::Invalid(format!(
                 "engine = \"kubernetes\": {what} does not serve a cluster yet; `agentguard run` runs one command there and `agentguard k8s manifests` prints what a run would apply. Nothing was started."
             ))
@@ -205,10 +234,10 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         .and_then(|()| kubernetes::from_file(on_cluster, file.kubernetes.take()))
         .map_err(parse_error)?;
     let engine = match &file.engine {
-        // On a cluster the engine CLI is kubectl; the spec's engine is never used.
-        Some(_) if on_cluster => Engine::of_kind(agentguard_container::EngineKind::Docker),
-        Some(e) => Engine::parse(e).map_err(in_file)?,
-        None => Engine::detect()?,
+        // On a cluster the engine CLI is kubectl: the spec names no local engine.
+        Some(_) if on_cluster => None,
+        Some(e) => Some(Engine::parse(e).map_err(in_file)?),
+        None => Some(Engine::detect()?),
     };
     let mode = match &file.workspace_mode {
         Some(m) => WorkspaceMode::parse(m).map_err(in_file)?,
@@ -218,7 +247,10 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         .as_ref()
         .is_some_and(|k| k.settings.workspace_claim.is_some());
     let workspace_rw = claim && mode == WorkspaceMode::ReadWrite;
-    let mut builder = ContainerSpec::builder(&file.image).engine(engine);
+    let mut builder = ContainerSpec::builder(&file.image);
+    if let Some(engine) = engine {
+        builder = builder.engine(engine);
+    }
     match (&file.workspace, mode) {
         (Some(ws), _) => {
             let (ws, rw_owner) = workspace(resolve(ws), mode)?;
@@ -256,14 +288,22 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         egress::check_ports("[fetch] allow_ports", fetch.allow_ports.as_deref())
             .map_err(parse_error)?;
     }
+    let has_workspace = file.workspace.is_some() || claim;
     let spec = settings(builder, file).build().map_err(in_file)?;
     check_target(on_cluster, &commands, &spec, path)?;
+    params::check_paths(&spec, has_workspace, on_cluster).map_err(parse_error)?;
+    let target = match kubernetes {
+        Some(kubernetes) => Target::Cluster(Cluster {
+            kubernetes,
+            workspace_rw,
+        }),
+        None => Target::Local,
+    };
     Ok(RunConfig {
         spec,
         commands,
         fetch,
-        kubernetes,
-        workspace_rw,
+        target,
         audit,
     })
 }

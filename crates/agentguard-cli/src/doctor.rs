@@ -18,13 +18,12 @@ pub(crate) fn run() -> anyhow::Result<u8> {
     // A cluster config is checked on its cluster; the local engines do not matter to it.
     if path.exists()
         && let Ok(config) = config::load(&path)
-        && let Some(kubernetes) = &config.kubernetes
+        && let Some(cluster) = config.cluster()
     {
+        let kubernetes = &cluster.kubernetes;
         let kubectl = agentguard_kubectl::Kubectl::new(&kubernetes.settings);
         let gvisor = config.spec.runtime().is_some_and(|r| r.is_gvisor());
-        let identity = agentguard_container::ContainerExecutor::new(config.spec.clone()).identity();
-        let mut labels = identity.labels.clone();
-        labels.push(agentguard_kubectl::gc::host_label());
+        let (_, labels) = cluster.identity(&config.spec);
         let findings = runtime.block_on(agentguard_kubectl::doctor::diagnose(
             &kubectl,
             &kubernetes.settings,

@@ -11,14 +11,14 @@ use crate::{config, exit, output};
 pub(crate) fn run(args: &GcArgs) -> anyhow::Result<u8> {
     if let Some(path) = &args.config {
         let config = config::load(path)?;
-        let Some(kubernetes) = &config.kubernetes else {
+        let Some(cluster) = config.cluster() else {
             return Err(crate::exit::Exit::usage(format!(
                 "{}: `agentguard gc --config` sweeps a cluster's namespace and needs engine = \"kubernetes\"; without --config it sweeps the local engines",
                 path.display()
             ))
             .into());
         };
-        output::write_lines(crate::cluster::sweep(kubernetes, args.dry_run)?)?;
+        output::write_lines(crate::cluster::sweep(&cluster.kubernetes, args.dry_run)?)?;
         return Ok(exit::SUCCESS);
     }
     let engines = Engine::installed();

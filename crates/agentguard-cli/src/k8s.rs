@@ -3,7 +3,7 @@
 //! keep are named on stderr, with whether the config accepts them (`[kubernetes]
 //! accept_weakened`); a run refuses the ones it does not.
 
-use agentguard_container::{ContainerExecutor, Streaming};
+use agentguard_container::Streaming;
 use agentguard_k8s::{RunRequest, compile, yaml};
 
 use crate::args::{K8sCanaryArgs, K8sCommand, K8sManifestsArgs};
@@ -17,13 +17,12 @@ pub(crate) fn run(command: &K8sCommand) -> anyhow::Result<u8> {
     }
 }
 
-/// The network of `name` on a cluster, once the name is known to be allowlisted and the egress
-/// settings make a policy, as for any run.
+/// The network of the allowlisted command `name` on a cluster, once the egress settings make
+/// a policy, as for any run.
 pub(crate) fn checked_network(
     config: &config::RunConfig,
     name: &str,
 ) -> anyhow::Result<agentguard_k8s::RunNetwork> {
-    config.spec.commands().get(name)?;
     config
         .commands
         .sandbox(config.spec.clone(), None, Streaming::Off)?;
@@ -32,22 +31,25 @@ pub(crate) fn checked_network(
 
 fn manifests(args: &K8sManifestsArgs) -> anyhow::Result<u8> {
     let config = config::load(&args.config)?;
-    let Some(kubernetes) = &config.kubernetes else {
+    let Some(cluster) = config.cluster() else {
         return Err(Exit::usage(format!(
             "{}: `agentguard k8s manifests` needs engine = \"kubernetes\" and a [kubernetes] table",
             args.config.display()
         ))
         .into());
     };
-    let identity = ContainerExecutor::new(config.spec.clone()).identity();
+    let kubernetes = &cluster.kubernetes;
+    let params = crate::args::param_words(&args.params)?;
+    let invocation = config.spec.commands().invoke(&args.name, &params)?;
+    let (job, labels) = cluster.identity(&config.spec);
     let network = checked_network(&config, &args.name)?;
     let request = RunRequest {
         spec: &config.spec,
-        command: &args.name,
-        run_id: &identity.name,
-        labels: &identity.labels,
+        invocation: &invocation,
+        run_id: &job,
+        labels: &labels,
         network,
-        workspace_rw: config.workspace_rw,
+        workspace_rw: cluster.workspace_rw,
     };
     let manifests = compile(&request, &kubernetes.settings)?;
     for weakened in &manifests.weakened {

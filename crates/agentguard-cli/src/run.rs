@@ -15,7 +15,8 @@ use crate::args::RunArgs;
 use crate::audit_log;
 use crate::exit::{self, Exit};
 use crate::signal::{Shutdown, Stop};
-use crate::{config, output};
+use crate::config::{self, Target};
+use crate::output;
 
 /// A single-threaded runtime: a run is one engine client and a few pipes.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -27,24 +28,32 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let config = config::load(&args.config)?;
-    if config.kubernetes.is_some() {
-        return crate::cluster::run(args, config);
+    let params = crate::args::param_words(&args.params)?;
+    if let Target::Cluster(cluster) = &config.target {
+        return crate::cluster::run(args, &params, &config, cluster);
     }
+    let context = |e: SandboxError| {
+        let context = format!("agentguard run {} ({})", args.name, e.reason());
+        anyhow::Error::new(e).context(context)
+    };
     if args.dry_run {
         let sandbox = config.commands.sandbox(config.spec, None, Streaming::Off)?;
-        let invocation = sandbox.invocation(&args.name, &sandbox.identity())?;
-        output::write_lines([invocation.display()])?;
+        let invocation = sandbox.invoke(&args.name, &params).map_err(context)?;
+        let command = sandbox.engine_command(&invocation, &sandbox.identity());
+        output::write_lines([command.display()])?;
         return Ok(exit::SUCCESS);
     }
     let audit = audit_log::for_runs(config.audit.as_ref())?;
     let sandbox = config
         .commands
         .sandbox(config.spec, audit, streaming(args))?;
+    // Checked once, before anything starts; a refusal is recorded and exits 2.
+    let invocation = sandbox.invoke(&args.name, &params).map_err(context)?;
     let identity = sandbox.identity();
     let outcome = runtime()?.block_on(async {
         let mut shutdown = Shutdown::install()?;
         let stop = tokio::select! {
-            result = sandbox.run_with(&args.name, &identity) => return anyhow::Ok(Ok(result)),
+            result = sandbox.run_with(&invocation, &identity) => return anyhow::Ok(Ok(result)),
             stop = shutdown.recv() => stop,
         };
         // The run's future is dropped: its proxy is stopped and its folder removed.
@@ -73,12 +82,11 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             )
             .into())
         }
-        Ok(Ok(finished)) => finished_report(&finished, args.json),
-        Ok(Err(SandboxError::Failed(finished))) => finished_report(&finished, args.json),
-        Ok(Err(other)) => {
-            let context = format!("agentguard run {} ({})", args.name, other.reason());
-            Err(anyhow::Error::new(other).context(context))
+        Ok(Ok(finished)) => finished_report(&finished, invocation.params(), args.json),
+        Ok(Err(SandboxError::Failed(finished))) => {
+            finished_report(&finished, invocation.params(), args.json)
         }
+        Ok(Err(other)) => Err(context(other)),
     }
 }
 
@@ -92,17 +100,23 @@ fn streaming(args: &RunArgs) -> Streaming {
     }
 }
 
-fn finished_report(finished: &Finished, json: bool) -> anyhow::Result<u8> {
+fn finished_report(
+    finished: &Finished,
+    params: &[(String, agentguard_policy::Value)],
+    json: bool,
+) -> anyhow::Result<u8> {
     // A `network = "none"` run has no proxy: nothing allowed, nothing refused.
     let egress = finished.egress.unwrap_or_default();
     let counts = json!({"allowed": egress.allowed, "denied": egress.denied});
-    report(&finished.result, counts, json, "container")
+    report(&finished.result, params, counts, json, "container")
 }
 
-/// Prints the result (`--json`: one object, with `egress` as given) and returns the exit code
-/// of how the run ended; `unit` names what was killed (`container`, `Job`).
+/// Prints the result (`--json`: one object, with the checked `params` and `egress` as given)
+/// and returns the exit code of how the run ended; `unit` names what was killed
+/// (`container`, `Job`).
 pub(crate) fn report(
     result: &RunResult,
+    params: &[(String, agentguard_policy::Value)],
     egress: Value,
     json: bool,
     unit: &str,
@@ -110,6 +124,7 @@ pub(crate) fn report(
     if json {
         let value = json!({
             "command": result.command,
+            "params": agentguard_audit::params_json(params),
             "status": result.status.as_str(),
             "exit_code": result.exit_code,
             "stdout": String::from_utf8_lossy(&result.stdout),

@@ -1,14 +1,14 @@
 //! Building an [`McpServer`]: the sandbox and tools, and the server's own settings.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentguard_audit::AuditSink;
 use agentguard_netpin::Fetcher;
 use agentguard_sandbox::Sandbox;
-use rmcp::model::Tool;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::server::{DEFAULT_PROGRESS_EVERY, Inner, McpServer};
 use crate::tools::ToolSet;
@@ -71,27 +71,19 @@ impl McpServerBuilder {
         self
     }
 
-    /// The server. Fails only if a definition is not a valid MCP tool.
+    /// The server.
     pub fn build(self) -> Result<McpServer, crate::Error> {
-        let listed = self
-            .tools
-            .definitions()
-            .iter()
-            .map(|t| serde_json::from_value(t.clone()))
-            .collect::<Result<Vec<Tool>, _>>()
-            .map_err(|e| crate::Error::Definition(e.to_string()))?;
         Ok(McpServer {
             inner: Arc::new(Inner {
                 check: self.sandbox.executor().spec().check(),
                 sandbox: self.sandbox,
                 tools: self.tools,
-                listed,
                 fetcher: self.fetcher,
                 slots: Semaphore::new(self.max_concurrent),
                 audit: self.audit,
                 stop: self.stop,
                 progress_every: self.progress_every,
-                running: Mutex::new(0),
+                calls: TaskTracker::new(),
             }),
         })
     }

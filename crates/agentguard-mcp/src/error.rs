@@ -12,9 +12,6 @@ pub enum Error {
         /// Why.
         why: String,
     },
-    /// A generated definition that rmcp does not accept (a bug).
-    #[error("a tool definition is not valid: {0}")]
-    Definition(String),
     /// The stdio transport failed.
     #[error("serving MCP on stdio failed: {0}")]
     Serve(String),

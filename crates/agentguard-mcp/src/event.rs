@@ -2,7 +2,8 @@
 //! `mcp_call` event. The client's own text (its name and version, the request id) is kept
 //! [`capped`], so no client can make its event too long for a line.
 
-use agentguard_audit::{Decision, Event, capped};
+use agentguard_audit::{Event, capped};
+use agentguard_policy::Value;
 
 use crate::result::Outcome;
 use crate::server::McpServer;
@@ -13,24 +14,21 @@ pub(crate) struct Caller {
     pub(crate) request_id: String,
 }
 
-/// How a call ended, before it is recorded: the decision, the outcome, and the container
-/// when one was started.
+/// How a call ended, before it is recorded: the outcome, the container when one was
+/// started, and the params' checked values when there were any.
 pub(crate) struct Concluded {
-    decision: Decision,
-    outcome: Outcome,
-    container: Option<String>,
+    pub(crate) outcome: Outcome,
+    pub(crate) container: Option<String>,
+    pub(crate) params: Vec<(String, Value)>,
 }
 
 impl Concluded {
-    pub(crate) fn new(
-        decision: Decision,
-        outcome: Outcome,
-        container: Option<String>,
-    ) -> Concluded {
+    /// A call that started no container.
+    pub(crate) fn new(outcome: Outcome) -> Concluded {
         Concluded {
-            decision,
             outcome,
-            container,
+            container: None,
+            params: Vec::new(),
         }
     }
 }
@@ -46,29 +44,25 @@ impl McpServer {
         concluded: Concluded,
     ) -> Result<Outcome, agentguard_audit::Error> {
         let Concluded {
-            decision,
             outcome,
             container,
+            params,
         } = concluded;
         let Some(sink) = &self.inner.audit else {
             return Ok(outcome);
         };
-        let value = &outcome.value;
-        let mut event = Event::mcp_call(decision, outcome.reason(), tool, &caller.client)
-            .data("request_id", capped(&caller.request_id).into_owned());
+        let mut event = Event::mcp_call(outcome.decision, &outcome.reason, tool, &caller.client)
+            .data("request_id", capped(&caller.request_id).into_owned())
+            .params(&params);
         if let Some(container) = container {
             event = event.data("container", container);
         }
-        if let Some(status) = value["status"]
-            .as_str()
-            .filter(|s| *s != "denied" && *s != "error" && *s != "fetched")
-        {
-            event = event.data("run_status", status);
+        if let Some((status, exit_code)) = outcome.ran {
+            event = event
+                .data("run_status", status.as_str())
+                .data("exit_code", exit_code);
         }
-        if !value["exit_code"].is_null() || value.get("exit_code").is_some() {
-            event = event.data("exit_code", value["exit_code"].clone());
-        }
-        if let Some(ms) = value["duration_ms"].as_u64() {
+        if let Some(ms) = outcome.duration_ms {
             event = event.data("duration_ms", ms);
         }
         sink.record(event)?;

@@ -1,7 +1,8 @@
 //! `agentguard mcp`: the allowlisted commands as Model Context Protocol tools on stdio.
 //!
-//! One tool per allowlisted command, whose input schema accepts nothing (the agent picks a
-//! name, never an argv), and a `fetch` tool for the DNS-pinned fetch when one is configured.
+//! One tool per allowlisted command, whose input schema is generated from its typed params
+//! (the agent picks a name and fills checked slots, never an argv; every value is decided by
+//! the policy crate's validator, never by the schema alone), and a `fetch` tool for the DNS-pinned fetch when one is configured.
 //! Every call runs through the same [`agentguard_sandbox::Sandbox`] as `agentguard run`
 //! (hardened container, its own egress proxy for `network = "egress"`), its result is one
 //! JSON object (sanitized, head and tail kept) in both `structuredContent` and the only text
@@ -16,6 +17,7 @@ mod error;
 mod event;
 pub mod present;
 pub mod result;
+pub mod schema;
 mod serve;
 mod server;
 pub mod tools;

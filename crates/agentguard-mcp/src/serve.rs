@@ -70,12 +70,11 @@ where
     let closer = running.cancellation_token();
     let watcher = tokio::spawn(async move {
         stop.cancelled().await;
-        let deadline = tokio::time::Instant::now() + ANSWER_GRACE;
-        while server.running() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        // Let the last answers be written before the service closes.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Every call concludes (its run killed, its event recorded) and hands its answer to
+        // rmcp, which writes the answers it holds before it closes the transport.
+        let calls = server.calls();
+        calls.close();
+        let _ = tokio::time::timeout(ANSWER_GRACE, calls.wait()).await;
         closer.cancel();
     });
     let quit = running.waiting().await;

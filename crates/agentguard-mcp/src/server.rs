@@ -2,22 +2,24 @@
 //! the fetcher), with a bound on concurrent runs, progress, cancellation that kills the run's
 //! container by name, a stop that ends every run, and an `mcp_call` audit event per call.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentguard_audit::{AuditSink, Decision, error_chain};
-use agentguard_container::OutputMeter;
+use agentguard_container::{OutputMeter, RunIdentity};
 use agentguard_netpin::Fetcher;
-use agentguard_sandbox::Sandbox;
+use agentguard_policy::Invocation;
+use agentguard_sandbox::{Finished, Sandbox};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, NumberOrString, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::event::{Caller, Concluded};
 use crate::result::{self, Outcome};
@@ -26,7 +28,7 @@ use crate::tools::{FETCH_TOOL, ToolSet};
 /// How often a run with a progress token reports (default).
 pub const DEFAULT_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
-const INSTRUCTIONS: &str = "Runs a fixed allowlist of commands in hardened containers. Tools take no free-form command lines. A denial is a policy decision; variations of the same request are denied the same way.";
+const INSTRUCTIONS: &str = "Runs a fixed allowlist of commands in hardened containers. Tools take no free-form command lines: a tool with parameters takes typed values, each checked and placed as one argument. A denial is a policy decision; variations of the same request are denied the same way.";
 
 /// The `agentguard mcp` server (cheap to clone: one shared state).
 #[derive(Clone)]
@@ -37,14 +39,14 @@ pub struct McpServer {
 pub(crate) struct Inner {
     pub(crate) sandbox: Sandbox,
     pub(crate) tools: ToolSet,
-    pub(crate) listed: Vec<Tool>,
     pub(crate) fetcher: Option<Fetcher>,
     pub(crate) check: bool,
     pub(crate) slots: Semaphore,
     pub(crate) audit: Option<Arc<dyn AuditSink>>,
     pub(crate) stop: CancellationToken,
     pub(crate) progress_every: Duration,
-    pub(crate) running: Mutex<usize>,
+    /// Every call in flight holds a token; the stop waits for them.
+    pub(crate) calls: TaskTracker,
 }
 
 impl McpServer {
@@ -53,13 +55,14 @@ impl McpServer {
         self.inner.stop.clone()
     }
 
-    /// How many calls are running now.
+    /// How many calls are in flight now.
     pub fn running(&self) -> usize {
-        *self
-            .inner
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.inner.calls.len()
+    }
+
+    /// The calls in flight, to wait for once the server stops.
+    pub(crate) fn calls(&self) -> &TaskTracker {
+        &self.inner.calls
     }
 }
 
@@ -70,8 +73,7 @@ enum Ended<T> {
     Stopped,
 }
 
-/// Counts a run as running while it lives; if its call is dropped before the run concluded,
-/// kills its container by name.
+/// If its call is dropped before the run concluded, kills the run's container by name.
 struct RunGuard {
     server: McpServer,
     container: String,
@@ -80,11 +82,6 @@ struct RunGuard {
 
 impl RunGuard {
     fn new(server: McpServer, container: String) -> RunGuard {
-        *server
-            .inner
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) += 1;
         RunGuard {
             server,
             container,
@@ -95,12 +92,6 @@ impl RunGuard {
 
 impl Drop for RunGuard {
     fn drop(&mut self) {
-        *self
-            .server
-            .inner
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) -= 1;
         if !self.concluded {
             let server = self.server.clone();
             let container = std::mem::take(&mut self.container);
@@ -121,7 +112,9 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.inner.listed.clone()))
+        Ok(ListToolsResult::with_all_items(
+            self.inner.tools.definitions().to_vec(),
+        ))
     }
 
     async fn call_tool(
@@ -129,6 +122,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let _in_flight = self.inner.calls.token();
         let name = request.name.to_string();
         let caller = Caller {
             client: context.client_info().map_or_else(
@@ -142,12 +136,9 @@ impl ServerHandler for McpServer {
         };
         if !self.inner.tools.contains(&name) {
             // Recorded too: every call leaves its trace, whatever the client sends.
-            let outcome = result::refused(&name, "denied", "unknown_tool", "no such tool", false);
-            let _ = self.record(
-                &name,
-                &caller,
-                Concluded::new(Decision::Deny, outcome, None),
-            );
+            let outcome =
+                result::refused(&name, Decision::Deny, "unknown_tool", "no such tool", false);
+            let _ = self.record(&name, &caller, Concluded::new(outcome));
             return Err(ErrorData::invalid_params(
                 format!("unknown tool {:?}", crate::present::sanitize(&name)),
                 None,
@@ -164,7 +155,7 @@ impl ServerHandler for McpServer {
             // No trace, no answer: the result is withheld.
             Err(error) => result::refused(
                 &name,
-                "error",
+                Decision::Error,
                 "audit_failed",
                 &format!(
                     "the call's audit event could not be recorded ({}); its result is withheld",
@@ -184,24 +175,40 @@ impl McpServer {
         arguments: Option<&JsonObject>,
         context: &RequestContext<RoleServer>,
     ) -> Concluded {
-        if arguments.is_some_and(|a| !a.is_empty()) {
-            let outcome = result::arguments_not_accepted(name, "no arguments");
-            return Concluded::new(Decision::Deny, outcome, None);
+        let sandbox = &self.inner.sandbox;
+        let takes_params = sandbox
+            .executor()
+            .spec()
+            .commands()
+            .get(name)
+            .is_ok_and(|c| !c.params().is_empty());
+        if !takes_params && arguments.is_some_and(|a| !a.is_empty()) {
+            return Concluded::new(result::arguments_not_accepted(name, "no arguments"));
         }
+        // Checked once, here, by the policy crate's validator (the schema only guides the
+        // model); a refusal is recorded as the run's `container_run` event.
+        let invocation = match sandbox.invoke(name, &crate::schema::arguments(arguments)) {
+            Ok(invocation) => invocation,
+            Err(error) => return Concluded::new(result::run_error(name, &error)),
+        };
         let _permit = match self.slot(name, context).await {
             Ok(permit) => permit,
-            Err(outcome) => return Concluded::new(Decision::Error, outcome, None),
+            Err(outcome) => return Concluded::new(outcome),
         };
         let meter = OutputMeter::new();
-        let identity = agentguard_container::RunIdentity {
+        let identity = RunIdentity {
             meter: Some(meter.clone()),
-            ..self.inner.sandbox.identity()
+            ..sandbox.identity()
         };
         let mut guard = RunGuard::new(self.clone(), identity.name.clone());
-        let ended = self.wait(name, &identity, &meter, context).await;
-        let concluded = self.conclude(name, &identity.name, ended).await;
+        let ended = self.wait(&invocation, &identity, &meter, context).await;
+        let outcome = self.conclude(&invocation, &identity.name, ended).await;
         guard.concluded = true;
-        concluded
+        Concluded {
+            outcome,
+            container: Some(identity.name),
+            params: invocation.params().to_vec(),
+        }
     }
 
     /// A run slot, waited for within the command's own timeout.
@@ -227,7 +234,7 @@ impl McpServer {
                 "cancelled" => "the client cancelled the call while it waited for a run slot; nothing was started".to_owned(),
                 _ => "the server is shutting down; nothing was started".to_owned(),
             };
-            result::refused(name, "error", reason, &message, true)
+            result::refused(name, Decision::Error, reason, &message, true)
         })
     }
 
@@ -236,14 +243,15 @@ impl McpServer {
     /// its proxy stops and its folder goes.
     async fn wait(
         &self,
-        name: &str,
-        identity: &agentguard_container::RunIdentity,
+        invocation: &Invocation,
+        identity: &RunIdentity,
         meter: &OutputMeter,
         context: &RequestContext<RoleServer>,
-    ) -> Ended<Result<agentguard_sandbox::Finished, agentguard_sandbox::Error>> {
+    ) -> Ended<Result<Finished, agentguard_sandbox::Error>> {
         let inner = &self.inner;
+        let name = invocation.command();
         let timeout = inner.sandbox.executor().spec().timeout();
-        let run = inner.sandbox.run_with(name, identity);
+        let run = inner.sandbox.run_with(invocation, identity);
         tokio::pin!(run);
         let token = context.meta.get_progress_token();
         let start = tokio::time::Instant::now();
@@ -276,28 +284,18 @@ impl McpServer {
     /// name first, and its `container_run` event recorded (its dropped future recorded none).
     async fn conclude(
         &self,
-        name: &str,
+        invocation: &Invocation,
         container: &str,
-        ended: Ended<Result<agentguard_sandbox::Finished, agentguard_sandbox::Error>>,
-    ) -> Concluded {
+        ended: Ended<Result<Finished, agentguard_sandbox::Error>>,
+    ) -> Outcome {
         let inner = &self.inner;
-        let (decision, outcome) = match ended {
-            Ended::Done(Ok(finished)) => (
-                Decision::Allow,
-                result::finished(name, &finished, inner.check),
-            ),
-            Ended::Done(Err(agentguard_sandbox::Error::Failed(finished))) => (
-                Decision::Allow,
-                result::finished(name, &finished, inner.check),
-            ),
-            Ended::Done(Err(error)) => {
-                let decision = if error.is_denial() {
-                    Decision::Deny
-                } else {
-                    Decision::Error
-                };
-                (decision, result::run_error(name, &error))
+        let name = invocation.command();
+        match ended {
+            Ended::Done(Ok(finished)) => result::finished(name, &finished, inner.check),
+            Ended::Done(Err(agentguard_sandbox::Error::Failed(finished))) => {
+                result::finished(name, &finished, inner.check)
             }
+            Ended::Done(Err(error)) => result::run_error(name, &error),
             Ended::Cancelled | Ended::Stopped => {
                 inner.sandbox.kill_by_name(container).await;
                 // The end of the input also cancels every request: that is the stop.
@@ -306,21 +304,21 @@ impl McpServer {
                 } else {
                     ("cancelled", "the client cancelled the call")
                 };
-                let outcome = match inner
+                match inner
                     .sandbox
                     .executor()
                     .record_stopped(name, container, reason, None)
                 {
                     Ok(()) => result::refused(
                         name,
-                        "error",
+                        Decision::Error,
                         reason,
                         &format!("{why}; container {container} was killed and removed"),
                         true,
                     ),
                     Err(error) => result::refused(
                         name,
-                        "error",
+                        Decision::Error,
                         "audit_failed",
                         &format!(
                             "{why}; container {container} was killed and removed, but its audit event could not be recorded ({})",
@@ -328,11 +326,9 @@ impl McpServer {
                         ),
                         false,
                     ),
-                };
-                (Decision::Error, outcome)
+                }
             }
-        };
-        Concluded::new(decision, outcome, Some(container.to_owned()))
+        }
     }
 
     /// The fetch tool; the fetcher records its own `fetch` event (URL, address, status,
@@ -343,32 +339,25 @@ impl McpServer {
             _ => None,
         });
         let (Some(url), Some(fetcher)) = (url, &self.inner.fetcher) else {
-            let outcome = result::arguments_not_accepted(
+            return Concluded::new(result::arguments_not_accepted(
                 FETCH_TOOL,
                 "exactly one argument, `url` (a string)",
-            );
-            return Concluded::new(Decision::Deny, outcome, None);
+            ));
         };
         let start = Instant::now();
-        tokio::select! {
+        Concluded::new(tokio::select! {
             got = fetcher.get(&url) => match got {
-                Ok(response) => Concluded::new(
-                    Decision::Allow,
-                    result::fetched(&response, start.elapsed().as_millis() as u64),
-                    None,
-                ),
-                Err(error) => Concluded::new(
-                    if error.is_refusal() { Decision::Deny } else { Decision::Error },
-                    result::fetch_error(&error),
-                    None,
-                ),
+                Ok(response) => result::fetched(&response, start.elapsed().as_millis() as u64),
+                Err(error) => result::fetch_error(&error),
             },
-            () = self.inner.stop.cancelled() => Concluded::new(
+            () = self.inner.stop.cancelled() => result::refused(
+                FETCH_TOOL,
                 Decision::Error,
-                result::refused(FETCH_TOOL, "error", "shutting_down", "the server is shutting down", true),
-                None,
+                "shutting_down",
+                "the server is shutting down",
+                true,
             ),
-        }
+        })
     }
 }
 

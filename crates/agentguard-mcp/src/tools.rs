@@ -1,17 +1,21 @@
 //! The tool definitions, one source for `tools/list` and `agentguard tools`: one tool per
-//! allowlisted command, with an input schema that accepts nothing, and `fetch` (a URL) when a
-//! fetch allowlist is configured. Descriptions are generated from what is enforced (argv,
+//! allowlisted command, with an input schema generated from its params (nothing, for a
+//! command without params), and `fetch` (a URL) when a fetch allowlist is configured. Descriptions are generated from what is enforced (argv,
 //! network, workspace, timeout, output cap), after the operator's own sanitized text; the
 //! list is sorted and never changes while a server runs.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use agentguard_container::WorkspaceMode;
+use agentguard_policy::Command;
 use agentguard_sandbox::{Network, Sandbox};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::present::sanitize;
+use crate::schema::{input_schema, openai_strict};
 
 /// The name of the fetch tool.
 pub const FETCH_TOOL: &str = "fetch";
@@ -41,8 +45,9 @@ pub enum Format {
 /// The tools of one configuration, sorted by name.
 #[derive(Debug, Clone)]
 pub struct ToolSet {
-    tools: Vec<Value>,
+    tools: Vec<Tool>,
 }
+
 
 /// Checks a tool name: `^[a-z][a-z0-9_]{0,47}$` (fits MCP, OpenAI's 64-character function
 /// names and the prefixes hosts add).
@@ -61,11 +66,6 @@ pub fn validate_name(name: &str) -> Result<(), Error> {
     }
 }
 
-/// The input schema of a command tool: an object with no properties, nothing else allowed.
-fn no_input() -> Value {
-    json!({"type": "object", "properties": {}, "additionalProperties": false})
-}
-
 impl ToolSet {
     /// The tools for `sandbox`'s commands (with the operator's `descriptions`) and, when
     /// given, the fetch tool. Every name is checked.
@@ -75,7 +75,8 @@ impl ToolSet {
         fetch: Option<&FetchTool>,
     ) -> Result<ToolSet, Error> {
         let mut tools = Vec::new();
-        for name in sandbox.executor().spec().commands().names() {
+        for command in sandbox.executor().spec().commands().commands() {
+            let name = command.name();
             validate_name(name)?;
             if fetch.is_some() && name == FETCH_TOOL {
                 return Err(Error::ToolName {
@@ -83,23 +84,23 @@ impl ToolSet {
                     why: "`fetch` is the fetch tool's name while a [fetch] table is configured; rename the command".into(),
                 });
             }
-            tools.push(command_tool(sandbox, name, descriptions.get(name)));
+            tools.push(command_tool(sandbox, command, descriptions.get(name)));
         }
         if let Some(fetch) = fetch {
             tools.push(fetch_tool(fetch));
         }
-        tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(ToolSet { tools })
     }
 
-    /// The definitions as `tools/list` lists them.
-    pub fn definitions(&self) -> &[Value] {
+    /// The tools as `tools/list` lists them.
+    pub fn definitions(&self) -> &[Tool] {
         &self.tools
     }
 
     /// True when `name` is one of the tools.
     pub fn contains(&self, name: &str) -> bool {
-        self.tools.iter().any(|t| t["name"] == name)
+        self.tools.iter().any(|t| t.name == name)
     }
 
     /// The definitions in `format`.
@@ -110,33 +111,24 @@ impl ToolSet {
                 .tools
                 .iter()
                 .map(|t| {
-                    // Strict mode: every object closed and every property required.
-                    let mut parameters = t["inputSchema"].clone();
-                    let required: Vec<Value> = parameters["properties"]
-                        .as_object()
-                        .map(|p| p.keys().map(|k| Value::from(k.as_str())).collect())
-                        .unwrap_or_default();
-                    parameters["required"] = Value::from(required);
-                    json!({"type": "function", "name": t["name"], "description": t["description"], "parameters": parameters, "strict": true})
+                    json!({"type": "function", "name": t.name, "description": t.description, "parameters": openai_strict(&t.input_schema), "strict": true})
                 })
                 .collect(),
             Format::Anthropic => self
                 .tools
                 .iter()
-                .map(|t| json!({"name": t["name"], "description": t["description"], "input_schema": t["inputSchema"]}))
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
                 .collect(),
         }
     }
 }
 
-/// One command's tool: what it runs and under which limits, from the enforced spec.
-fn command_tool(sandbox: &Sandbox, name: &str, description: Option<&String>) -> Value {
+/// One command's tool: what it runs and under which limits, from the enforced spec, and its
+/// input schema from its params.
+fn command_tool(sandbox: &Sandbox, command: &Command, description: Option<&String>) -> Tool {
+    let name = command.name();
     let spec = sandbox.executor().spec();
-    let argv = spec
-        .commands()
-        .get(name)
-        .map(|argv| sanitize(&argv.join(" ")))
-        .unwrap_or_default();
+    let argv = sanitize(&command.argv().join(" "));
     let network = sandbox.network_of(name).unwrap_or(Network::None);
     let network_text = match (network, sandbox.egress_hosts(name)) {
         (Network::Egress, Some(hosts)) => format!(
@@ -151,8 +143,17 @@ fn command_tool(sandbox: &Sandbox, name: &str, description: Option<&String>) -> 
         Some(WorkspaceMode::ReadWrite) => "the workspace mounted read-write at /workspace",
         None => "no workspace",
     };
+    let takes = if command.params().is_empty() {
+        "Takes no arguments; the command line is fixed by the operator's allowlist.".to_owned()
+    } else {
+        let names: Vec<&str> = command.params().keys().map(String::as_str).collect();
+        format!(
+            "Takes {}: each value is checked by AgentGuard against its declared type and placed as exactly one argv element, never given to a shell; the rest of the command line is fixed by the operator's allowlist.",
+            names.join(", ")
+        )
+    };
     let facts = format!(
-        "Runs the allowlisted command {name} ({argv}) in a hardened container: {network_text}, {workspace}, {} s timeout, output capped at {} bytes. Takes no arguments; the command line is fixed by the operator's allowlist.",
+        "Runs the allowlisted command {name} ({argv}) in a hardened container: {network_text}, {workspace}, {} s timeout, output capped at {} bytes. {takes}",
         spec.timeout().as_secs(),
         spec.max_output_bytes()
     );
@@ -164,36 +165,40 @@ fn command_tool(sandbox: &Sandbox, name: &str, description: Option<&String>) -> 
         None => facts,
     };
     let writes = mode == Some(WorkspaceMode::ReadWrite);
-    json!({
-        "name": name,
-        "title": format!("{name} (AgentGuard)"),
-        "description": description,
-        "inputSchema": no_input(),
-        "annotations": {
-            "readOnlyHint": !writes,
-            "destructiveHint": writes,
-            "openWorldHint": network == Network::Egress,
-        },
-    })
+    Tool::new(name.to_owned(), description, Arc::new(input_schema(command)))
+        .with_title(format!("{name} (AgentGuard)"))
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(!writes)
+                .destructive(writes)
+                .open_world(network == Network::Egress),
+        )
 }
 
-fn fetch_tool(fetch: &FetchTool) -> Value {
-    json!({
-        "name": FETCH_TOOL,
-        "title": "fetch (AgentGuard)",
-        "description": format!(
-            "HTTP GET of an https URL on the allowlist ({}). Public addresses only, checked after one DNS resolution; redirects are not followed; the body is capped at {} bytes. Returns the HTTP status and the body.",
-            sanitize(&fetch.hosts.join(", ")),
-            fetch.max_bytes
-        ),
-        "inputSchema": {
-            "type": "object",
-            "properties": {"url": {"type": "string", "description": "An absolute https URL on an allowed host."}},
-            "required": ["url"],
-            "additionalProperties": false,
-        },
-        "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": true},
-    })
+fn fetch_tool(fetch: &FetchTool) -> Tool {
+    let description = format!(
+        "HTTP GET of an https URL on the allowlist ({}). Public addresses only, checked after one DNS resolution; redirects are not followed; the body is capped at {} bytes. Returns the HTTP status and the body.",
+        sanitize(&fetch.hosts.join(", ")),
+        fetch.max_bytes
+    );
+    let schema = json!({
+        "type": "object",
+        "properties": {"url": {"type": "string", "description": "An absolute https URL on an allowed host."}},
+        "required": ["url"],
+        "additionalProperties": false,
+    });
+    let schema = match schema {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    Tool::new(FETCH_TOOL, description, Arc::new(schema))
+        .with_title("fetch (AgentGuard)")
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .open_world(true),
+        )
 }
 
 #[cfg(test)]

@@ -52,3 +52,32 @@ impl ParamTable {
         }
     }
 }
+
+/// What a `path` param needs of its target: a workspace (a folder here, or a claim on a
+/// cluster); and on a cluster, whose workspace is not on this host, no host check
+/// (`must_exist`, `kind`), which could only be made here.
+pub(crate) fn check_paths(
+    spec: &agentguard_container::ContainerSpec,
+    has_workspace: bool,
+    on_cluster: bool,
+) -> Result<(), String> {
+    for command in spec.commands().commands() {
+        for (name, param) in command.params() {
+            let agentguard_policy::ParamType::Path(rule) = &param.ty else {
+                continue;
+            };
+            let key = format!("commands.{}.params.{name}", command.name());
+            if !has_workspace {
+                return Err(format!(
+                    "{key}: a path param names a file of the workspace, and no workspace is mounted; set `workspace` (or [kubernetes] workspace_claim)"
+                ));
+            }
+            if on_cluster && rule.host_checked() {
+                return Err(format!(
+                    "{key}: must_exist and kind are checked on this host, and a cluster's workspace is not here; remove them (the command itself sees a missing file)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}

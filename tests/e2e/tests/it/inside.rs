@@ -101,7 +101,7 @@ async fn the_probe_sees_every_hardening_default_from_inside() -> Result<()> {
             .timeout(Duration::from_secs(60))
             .build()?,
     );
-    let probe = executor.run("probe").await?;
+    let probe = executor.run(&executor.invoke("probe", &[])?).await?;
     let stdout = String::from_utf8_lossy(&probe.stdout).into_owned();
     if probe.exit_code != Some(0) {
         bail!(

@@ -23,7 +23,7 @@ async fn run(combo: &Combo, name: &str, argv: &[&str]) -> Result<RunResult> {
             .max_output_bytes(4096)
             .build()?,
     );
-    Ok(executor.run(name).await?)
+    Ok(executor.run(&executor.invoke(name, &[])?).await?)
 }
 
 #[tokio::test]
@@ -102,7 +102,7 @@ async fn a_timeout_kills_the_container() -> Result<()> {
             .timeout(Duration::from_secs(2))
             .build()?,
     );
-    let sleepy = slow.run("sleepy").await?;
+    let sleepy = slow.run(&slow.invoke("sleepy", &[])?).await?;
     ensure!(
         sleepy.status == RunStatus::TimedOut && sleepy.duration < Duration::from_secs(30),
         "{}",
@@ -127,7 +127,7 @@ async fn files_written_in_a_rw_workspace_belong_to_the_configured_user() -> Resu
             )
             .build()?,
     );
-    let write = writer.run("write").await?;
+    let write = writer.run(&writer.invoke("write", &[])?).await?;
     let meta = std::fs::metadata(rw.join("out"));
     ensure!(
         write.exit_code == Some(0)
