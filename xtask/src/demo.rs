@@ -40,34 +40,7 @@ pub(crate) fn run() -> Result<()> {
         bail!("no container engine is available; run `cargo xtask setup` as root on Debian");
     };
     image::ensure_probe_image(kind.program_name())?;
-    // The workspace of the parameterized command: one note to show.
-    let workspace = cmd::root().join("target/xtask/demo-workspace");
-    let _ = std::fs::remove_dir_all(&workspace);
-    std::fs::create_dir_all(workspace.join("notes"))?;
-    std::fs::write(
-        workspace.join("notes/hello.txt"),
-        "hello from the workspace\n",
-    )?;
-    let path = agentguard_policy::ParamSpec {
-        kind: "path".into(),
-        under: Some("notes".into()),
-        path_kind: Some("file".into()),
-        must_exist: Some(true),
-        ..Default::default()
-    };
-    let mut builder = ContainerSpec::builder(image::PROBE_IMAGE)
-        .engine(Engine::of_kind(kind))
-        .workspace(workspace.canonicalize()?)
-        .command("whoami", ["sh", "-c", "echo \"user $(id -u):$(id -g), kernel $(uname -r), interfaces: $(ls /sys/class/net | tr '\\n' ' ')\"; grep CapEff /proc/self/status; touch /scratch/x"])
-        .command_with_params(
-            "show_note",
-            vec!["cat".into(), "{path}".into()],
-            [("path".to_owned(), path)].into(),
-        );
-    if let Some(runtime) = runtime {
-        builder = builder.runtime(runtime);
-    }
-    let executor = ContainerExecutor::new(builder.build()?);
+    let executor = ContainerExecutor::new(demo_spec(kind, runtime)?);
     let identity = executor.identity();
     println!(
         "\n== demo 2/6: the allowlisted command `whoami` in a hardened container ({kind}{})",
@@ -103,6 +76,46 @@ pub(crate) fn run() -> Result<()> {
         );
     }
 
+    refusals(&executor, &rt)?;
+    network(&agentguard, kind, runtime)
+}
+
+/// The demo's spec: the probe image, `whoami`, and the parameterized `show_note`, whose
+/// workspace holds one note.
+fn demo_spec(kind: EngineKind, runtime: Option<&str>) -> Result<ContainerSpec> {
+    // The workspace of the parameterized command: one note to show.
+    let workspace = cmd::root().join("target/xtask/demo-workspace");
+    let _ = std::fs::remove_dir_all(&workspace);
+    std::fs::create_dir_all(workspace.join("notes"))?;
+    std::fs::write(
+        workspace.join("notes/hello.txt"),
+        "hello from the workspace\n",
+    )?;
+    let path = agentguard_policy::ParamSpec {
+        kind: "path".into(),
+        under: Some("notes".into()),
+        path_kind: Some("file".into()),
+        must_exist: Some(true),
+        ..Default::default()
+    };
+    let mut builder = ContainerSpec::builder(image::PROBE_IMAGE)
+        .engine(Engine::of_kind(kind))
+        .workspace(workspace.canonicalize()?)
+        .command("whoami", ["sh", "-c", "echo \"user $(id -u):$(id -g), kernel $(uname -r), interfaces: $(ls /sys/class/net | tr '\\n' ' ')\"; grep CapEff /proc/self/status; touch /scratch/x"])
+        .command_with_params(
+            "show_note",
+            vec!["cat".into(), "{path}".into()],
+            [("path".to_owned(), path)].into(),
+        );
+    if let Some(runtime) = runtime {
+        builder = builder.runtime(runtime);
+    }
+    Ok(builder.build()?)
+}
+
+/// A name off the allowlist and a param value its type refuses never reach the engine; the
+/// same command with a good value runs.
+fn refusals(executor: &ContainerExecutor, rt: &tokio::runtime::Runtime) -> Result<()> {
     println!(
         "\n== demo 3/6: a name that is not on the allowlist, and a param value its type refuses, never reach the engine"
     );
@@ -127,7 +140,7 @@ pub(crate) fn run() -> Result<()> {
         Ok(_) => bail!("a traversal produced an argv"),
         Err(refused) => println!("{refused}"),
     }
-    network(&agentguard, kind, runtime)
+    Ok(())
 }
 
 fn show(

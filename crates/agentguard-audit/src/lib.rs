@@ -20,13 +20,13 @@ mod sink;
 mod time;
 mod verify;
 
+pub use agentguard_policy::is_hidden;
 pub use chain::{GENESIS, Key, MIN_KEY_LEN};
 pub use error::{Error, Result};
 pub use event::{
     Decision, Escaped, Event, KEYS, Kind, MAX_CLIENT_TEXT, Record, SCHEMA_VERSION, ValueType,
     capped, error_chain, mistyped_key, params_json,
 };
-pub use agentguard_policy::is_hidden;
 pub use log::AuditLog;
 pub use options::{Durability, LogOptions, Repair};
 pub use problem::{Problem, ProblemKind};

@@ -134,7 +134,9 @@ pub(crate) fn param_words(
         };
         let value = match String::from_utf8(bytes[eq + 1..].to_vec()) {
             Ok(text) => agentguard_policy::Arg::Word(text),
-            Err(e) => agentguard_policy::Arg::NotUtf8(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            Err(e) => {
+                agentguard_policy::Arg::NotUtf8(String::from_utf8_lossy(e.as_bytes()).into_owned())
+            }
         };
         out.push((name.to_owned(), value));
     }

@@ -165,6 +165,40 @@ impl RunConfig {
     }
 }
 
+/// The workspace folder and mode, and the user: a writable workspace stays writable by its
+/// owner (the rw rule wins over `user`); `rw` needs a folder, or a cluster's claim.
+fn mounted(
+    mut builder: ContainerSpecBuilder,
+    workspace: Option<PathBuf>,
+    mode: WorkspaceMode,
+    claim: bool,
+    user: Option<&str>,
+) -> anyhow::Result<ContainerSpecBuilder> {
+    match (workspace, mode) {
+        (Some(ws), _) => {
+            let (ws, rw_owner) = self::workspace(ws, mode)?;
+            builder = builder.workspace(ws).workspace_mode(mode);
+            match (rw_owner, user) {
+                (Some(owner), _) => builder = builder.user_ids(owner),
+                (None, Some(user)) => builder = builder.user(user),
+                (None, None) => {}
+            }
+        }
+        (None, WorkspaceMode::ReadWrite) if claim => {}
+        (None, WorkspaceMode::ReadWrite) => {
+            return Err(
+                ConfigError::Invalid("workspace_mode = \"rw\" needs a `workspace`".into()).into(),
+            );
+        }
+        (None, WorkspaceMode::ReadOnly) => {
+            if let Some(user) = user {
+                builder = builder.user(user);
+            }
+        }
+    }
+    Ok(builder)
+}
+
 /// The `[audit]` table: where runs are recorded, and the variable holding the HMAC key.
 pub(crate) struct AuditConfig {
     pub(crate) path: PathBuf,
@@ -251,29 +285,8 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
     if let Some(engine) = engine {
         builder = builder.engine(engine);
     }
-    match (&file.workspace, mode) {
-        (Some(ws), _) => {
-            let (ws, rw_owner) = workspace(resolve(ws), mode)?;
-            builder = builder.workspace(ws).workspace_mode(mode);
-            // A writable workspace stays writable by its owner: the rw rule wins over `user`.
-            match (rw_owner, &file.user) {
-                (Some(owner), _) => builder = builder.user_ids(owner),
-                (None, Some(user)) => builder = builder.user(user),
-                (None, None) => {}
-            }
-        }
-        (None, WorkspaceMode::ReadWrite) if claim => {}
-        (None, WorkspaceMode::ReadWrite) => {
-            return Err(
-                ConfigError::Invalid("workspace_mode = \"rw\" needs a `workspace`".into()).into(),
-            );
-        }
-        (None, WorkspaceMode::ReadOnly) => {
-            if let Some(user) = &file.user {
-                builder = builder.user(user);
-            }
-        }
-    }
+    let workspace = file.workspace.as_deref().map(resolve);
+    builder = mounted(builder, workspace, mode, claim, file.user.as_deref())?;
     let audit = file.audit.as_ref().map(|a| AuditConfig {
         path: resolve(&a.path),
         key_env: a.key_env.clone(),

@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 
 use crate::args::RunArgs;
 use crate::audit_log;
-use crate::exit::{self, Exit};
-use crate::signal::{Shutdown, Stop};
 use crate::config::{self, Target};
+use crate::exit::{self, Exit};
 use crate::output;
+use crate::signal::{Shutdown, Stop};
 
 /// A single-threaded runtime: a run is one engine client and a few pipes.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -23,7 +23,12 @@ impl ContainerSpec {
         let invocation = self.commands.invoke(name, args)?;
         for check in invocation.host_checks() {
             let Some((root, _)) = self.workspace() else {
-                return Err(refuse(name, check, Rule::NotFound, "no workspace is mounted"));
+                return Err(refuse(
+                    name,
+                    check,
+                    Rule::NotFound,
+                    "no workspace is mounted",
+                ));
             };
             on_host(root, check).map_err(|(rule, why)| refuse(name, check, rule, &why))?;
         }
@@ -53,7 +58,10 @@ fn on_host(root: &Path, check: &HostCheck) -> Result<(), (Rule, String)> {
         let meta = match std::fs::symlink_metadata(&at) {
             Ok(meta) => meta,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err((Rule::NotFound, format!("{shown} does not exist in the workspace")));
+                return Err((
+                    Rule::NotFound,
+                    format!("{shown} does not exist in the workspace"),
+                ));
             }
             Err(e) => {
                 return Err((Rule::NotFound, format!("{shown} cannot be read ({e})")));
@@ -74,10 +82,88 @@ fn on_host(root: &Path, check: &HostCheck) -> Result<(), (Rule, String)> {
         if !fits {
             let want = if last { check.kind.as_str() } else { "dir" };
             return Err((
-                if last { Rule::WrongKind } else { Rule::NotFound },
+                if last {
+                    Rule::WrongKind
+                } else {
+                    Rule::NotFound
+                },
                 format!("{shown} is not a {want}"),
             ));
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::symlink;
+
+    use agentguard_policy::{Arg, ParamSpec, Reason};
+
+    use crate::{ContainerSpec, Engine};
+
+    /// A workspace with real files and links, and `show` taking a checked path of `kind`.
+    fn spec(ws: &std::path::Path, kind: &str) -> ContainerSpec {
+        let param = ParamSpec {
+            kind: "path".into(),
+            path_kind: Some(kind.into()),
+            must_exist: Some(true),
+            ..ParamSpec::default()
+        };
+        ContainerSpec::builder("localhost/tools:latest")
+            .engine(Engine::parse("docker").unwrap())
+            .workspace(ws)
+            .command_with_params(
+                "show",
+                vec!["cat".into(), "{path}".into()],
+                BTreeMap::from([("path".to_owned(), param)]),
+            )
+            .build()
+            .unwrap()
+    }
+
+    fn rule(spec: &ContainerSpec, path: &str) -> String {
+        let arg = vec![("path".to_owned(), Arg::Word(path.to_owned()))];
+        match spec.invoke("show", &arg) {
+            Ok(_) => "accepted".to_owned(),
+            Err(denial) => {
+                assert_eq!(denial.reason, Reason::InvalidArguments, "{denial}");
+                let rule = denial.message.split("(rule ").nth(1).unwrap_or_default();
+                rule.split(';').next().unwrap_or_default().to_owned()
+            }
+        }
+    }
+
+    #[test]
+    fn a_host_checked_path_follows_no_symlink_anywhere_along_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::fs::create_dir_all(ws.join("tests/unit")).unwrap();
+        std::fs::write(ws.join("tests/unit/test_a.py"), "").unwrap();
+        symlink(outside.path().join("secret"), ws.join("tests/file_link.py")).unwrap();
+        symlink(outside.path(), ws.join("tests/dir_link")).unwrap();
+        symlink(ws.join("tests/unit"), ws.join("middle")).unwrap();
+        let files = spec(&ws, "file");
+        for (path, want) in [
+            ("tests/unit/test_a.py", "accepted"),
+            ("tests/file_link.py", "symlink"),
+            ("tests/dir_link/secret", "symlink"),
+            ("middle/test_a.py", "symlink"),
+            ("tests/unit/missing.py", "not_found"),
+            ("tests/unit/test_a.py/x", "not_found"),
+            ("tests/unit", "wrong_kind"),
+        ] {
+            assert_eq!(rule(&files, path), want, "{path}");
+        }
+        let dirs = spec(&ws, "dir");
+        assert_eq!(rule(&dirs, "tests/unit"), "accepted");
+        assert_eq!(rule(&dirs, "tests/dir_link"), "symlink");
+        assert_eq!(rule(&dirs, "tests/unit/test_a.py"), "wrong_kind");
+        let any = spec(&ws, "any");
+        assert_eq!(rule(&any, "tests/unit/test_a.py"), "accepted");
+        assert_eq!(rule(&any, "tests/file_link.py"), "symlink");
+    }
 }

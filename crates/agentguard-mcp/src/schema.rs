@@ -21,7 +21,8 @@ pub fn input_schema(command: &Command) -> JsonObject {
             required.push(Value::from(name.as_str()));
         }
     }
-    let mut schema = json!({"type": "object", "properties": properties, "additionalProperties": false});
+    let mut schema =
+        json!({"type": "object", "properties": properties, "additionalProperties": false});
     if !required.is_empty() {
         schema["required"] = Value::from(required);
     }
@@ -57,14 +58,21 @@ fn property(param: &Param) -> Value {
             .under
             .as_deref()
             .map_or_else(|| "the workspace".to_owned(), |u| format!("{u}/"));
-        let facts = format!(
-            "A path relative to the workspace, inside {inside}: no `..`, no leading `/`."
-        );
-        text = if text.is_empty() { facts } else { format!("{text} {facts}") };
+        let facts =
+            format!("A path relative to the workspace, inside {inside}: no `..`, no leading `/`.");
+        text = if text.is_empty() {
+            facts
+        } else {
+            format!("{text} {facts}")
+        };
     }
     if let Some(default) = &param.default {
         let facts = format!("Default: {default}.");
-        text = if text.is_empty() { facts } else { format!("{text} {facts}") };
+        text = if text.is_empty() {
+            facts
+        } else {
+            format!("{text} {facts}")
+        };
     }
     if !text.is_empty() {
         p["description"] = Value::from(text);

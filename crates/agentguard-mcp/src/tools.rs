@@ -48,7 +48,6 @@ pub struct ToolSet {
     tools: Vec<Tool>,
 }
 
-
 /// Checks a tool name: `^[a-z][a-z0-9_]{0,47}$` (fits MCP, OpenAI's 64-character function
 /// names and the prefixes hosts add).
 pub fn validate_name(name: &str) -> Result<(), Error> {
@@ -165,14 +164,18 @@ fn command_tool(sandbox: &Sandbox, command: &Command, description: Option<&Strin
         None => facts,
     };
     let writes = mode == Some(WorkspaceMode::ReadWrite);
-    Tool::new(name.to_owned(), description, Arc::new(input_schema(command)))
-        .with_title(format!("{name} (AgentGuard)"))
-        .with_annotations(
-            ToolAnnotations::new()
-                .read_only(!writes)
-                .destructive(writes)
-                .open_world(network == Network::Egress),
-        )
+    Tool::new(
+        name.to_owned(),
+        description,
+        Arc::new(input_schema(command)),
+    )
+    .with_title(format!("{name} (AgentGuard)"))
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(!writes)
+            .destructive(writes)
+            .open_world(network == Network::Egress),
+    )
 }
 
 fn fetch_tool(fetch: &FetchTool) -> Tool {

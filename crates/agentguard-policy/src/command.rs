@@ -57,7 +57,7 @@ impl CommandAllowlist {
         if self.commands.contains_key(name) {
             return Err(refuse("the name is defined twice".into()));
         }
-        let command = Command::new(name, argv, params).map_err(refuse)?;
+        let command = Command::from_template(name, argv, params).map_err(refuse)?;
         self.commands.insert(name.to_owned(), command);
         Ok(())
     }

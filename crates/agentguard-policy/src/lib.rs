@@ -21,6 +21,7 @@ mod host;
 mod param;
 mod port;
 mod registry;
+mod rule;
 mod target;
 mod template;
 
@@ -29,9 +30,7 @@ pub use addr::{
     special_networks,
 };
 pub use authority::{Authority, parse_port};
-pub use check::{
-    Arg, MAX_COMPONENT_BYTES, MAX_PATH_BYTES, MAX_VALUE_BYTES, Placement, Rule, Value,
-};
+pub use check::{Arg, MAX_COMPONENT_BYTES, MAX_PATH_BYTES, MAX_VALUE_BYTES, Placement, Value};
 pub use command::{CommandAllowlist, MAX_COMMAND_NAME_LEN};
 pub use decision::{Denial, Reason};
 pub use error::{Error, HostErrorKind, Result};
@@ -43,10 +42,11 @@ pub use param::{
     PathKind, PathRule, StringRule,
 };
 pub use port::{DEFAULT_PORT, PortSet};
+pub use rule::Rule;
 pub use target::{TargetPermit, TargetPolicy, TargetPolicyBuilder};
 pub use template::{ArgError, Command, HostCheck, Invocation, WORKSPACE};
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod params_tests;
+#[cfg(test)]
+mod tests;

@@ -111,7 +111,13 @@ fn accepted_values_become_exactly_one_argv_element_each() {
         .unwrap();
     assert_eq!(
         run.argv(),
-        ["python3", "-m", "pytest", "-q", "/workspace/tests/test_api.py"]
+        [
+            "python3",
+            "-m",
+            "pytest",
+            "-q",
+            "/workspace/tests/test_api.py"
+        ]
     );
     assert_eq!(run.host_checks(), []);
     let spaced = list
@@ -120,10 +126,12 @@ fn accepted_values_become_exactly_one_argv_element_each() {
     assert_eq!(spaced.argv()[4], "/workspace/tests/a b; rm -rf $HOME");
     assert_eq!(spaced.argv().len(), 5);
     let lint = list.invoke("lint", &[]).unwrap();
-    assert_eq!(lint.argv(), ["ruff", "--level=error"], "the default applies");
-    let lint = list
-        .invoke("lint", &[("level".into(), Arg::Null)])
-        .unwrap();
+    assert_eq!(
+        lint.argv(),
+        ["ruff", "--level=error"],
+        "the default applies"
+    );
+    let lint = list.invoke("lint", &[("level".into(), Arg::Null)]).unwrap();
     assert_eq!(lint.argv(), ["ruff", "--level=error"], "null is absent");
     let bench = list
         .invoke("bench", &[("rounds".into(), Arg::Integer(50))])
@@ -134,7 +142,9 @@ fn accepted_values_become_exactly_one_argv_element_each() {
         ["seek", "--offset=-3"]
     );
     assert_eq!(
-        list.invoke("grep", &word("word", "fn_main")).unwrap().argv(),
+        list.invoke("grep", &word("word", "fn_main"))
+            .unwrap()
+            .argv(),
         ["grep", "-r", "fn_main", "."]
     );
 }
@@ -154,9 +164,19 @@ fn every_attack_of_the_corpus_is_refused_by_its_rule() {
         ("grep", "word", "\u{2013}x", "look_alike"),
         ("grep", "word", "\u{2212}x", "look_alike"),
         ("grep", "word", "\u{FF0D}x", "look_alike"),
-        ("test_file", "path", "tests\u{2215}..\u{2215}etc", "look_alike"),
+        (
+            "test_file",
+            "path",
+            "tests\u{2215}..\u{2215}etc",
+            "look_alike",
+        ),
         ("test_file", "path", "tests/\u{FF0F}etc", "look_alike"),
-        ("test_file", "path", "tests/\u{2024}\u{2024}/x", "look_alike"),
+        (
+            "test_file",
+            "path",
+            "tests/\u{2024}\u{2024}/x",
+            "look_alike",
+        ),
         // Traversal and its encodings.
         ("test_file", "path", "../etc/passwd", "traversal"),
         ("test_file", "path", "tests/../../etc/passwd", "traversal"),
@@ -229,10 +249,17 @@ fn json_values_must_have_the_schemas_type() {
         (Arg::Integer(-3), "out_of_range"),
         (Arg::Null, "missing"),
     ] {
-        assert_eq!(refused_by(&list, "bench", &arg(value.clone())), want, "{value:?}");
+        assert_eq!(
+            refused_by(&list, "bench", &arg(value.clone())),
+            want,
+            "{value:?}"
+        );
     }
     let word_as = |a: Arg| vec![("word".to_owned(), a)];
-    assert_eq!(refused_by(&list, "grep", &word_as(Arg::Integer(3))), "wrong_type");
+    assert_eq!(
+        refused_by(&list, "grep", &word_as(Arg::Integer(3))),
+        "wrong_type"
+    );
     let bad = word_as(Arg::NotUtf8("a\u{FFFD}".into()));
     assert_eq!(refused_by(&list, "grep", &bad), "not_utf8");
 }
@@ -262,7 +289,10 @@ fn a_refusal_names_the_command_the_param_the_rule_and_the_escaped_value() {
     let message = denial.message;
     assert!(message.starts_with("test_file: param path: "), "{message}");
     assert!(message.contains("(rule control;"), "{message}");
-    assert!(message.contains(r#"value "../\u{1b}]52;c;x\u{7}""#), "{message}");
+    assert!(
+        message.contains(r#"value "../\u{1b}]52;c;x\u{7}""#),
+        "{message}"
+    );
     let long = list
         .invoke("grep", &word("word", &"é".repeat(5000)))
         .unwrap_err()
@@ -286,52 +316,124 @@ fn load(argv: &[&str], params: &[(&str, ParamSpec)]) -> Result<(), String> {
 fn templates_and_declarations_are_checked_at_load() {
     let p = || ("p", string("[a-z]+"));
     let refused = [
-        (load(&["x", "{p}{p}"], &[p()]), "one placeholder per element"),
+        (
+            load(&["x", "{p}{p}"], &[p()]),
+            "one placeholder per element",
+        ),
         (load(&["x", "{p}.py"], &[p()]), "nothing may follow it"),
         (load(&["{p}"], &[p()]), "the program is never a param"),
         (load(&["x", "{q}"], &[p()]), "names no declared param"),
         (load(&["x"], &[p()]), "no argv element uses {p}"),
         (load(&["x", "{p}"], &[("P", string("a"))]), "param name"),
-        (load(&["x", "{p}"], &[("p", spec("float"))]), "not a param type"),
-        (load(&["x", "{p}"], &[("p", spec("string"))]), "needs a pattern"),
-        (load(&["x", "{p}"], &[("p", string("("))]), "not a regular expression"),
-        (load(&["x", "{p}"], &[("p", spec("enum"))]), "at least one value"),
-        (load(&["x", "{p}"], &[("p", integer(5, 1))]), "above max"),
-        (load(&["x", "{p}"], &[("p", integer(-1, 1))]), "whole argv element"),
         (
-            load(&["x", "{p}"], &[("p", ParamSpec { min: Some(1), ..spec("integer") })]),
+            load(&["x", "{p}"], &[("p", spec("float"))]),
+            "not a param type",
+        ),
+        (
+            load(&["x", "{p}"], &[("p", spec("string"))]),
+            "needs a pattern",
+        ),
+        (
+            load(&["x", "{p}"], &[("p", string("("))]),
+            "not a regular expression",
+        ),
+        (
+            load(&["x", "{p}"], &[("p", spec("enum"))]),
+            "at least one value",
+        ),
+        (load(&["x", "{p}"], &[("p", integer(5, 1))]), "above max"),
+        (
+            load(&["x", "{p}"], &[("p", integer(-1, 1))]),
+            "whole argv element",
+        ),
+        (
+            load(
+                &["x", "{p}"],
+                &[(
+                    "p",
+                    ParamSpec {
+                        min: Some(1),
+                        ..spec("integer")
+                    },
+                )],
+            ),
             "needs both",
         ),
         (
-            load(&["x", "{p}"], &[("p", ParamSpec { min: Some(1), ..string("a") })]),
+            load(
+                &["x", "{p}"],
+                &[(
+                    "p",
+                    ParamSpec {
+                        min: Some(1),
+                        ..string("a")
+                    },
+                )],
+            ),
             "has no `min`",
         ),
         (
-            load(&["x", "{p}"], &[("p", ParamSpec { under: Some("../x".into()), ..spec("path") })]),
+            load(
+                &["x", "{p}"],
+                &[(
+                    "p",
+                    ParamSpec {
+                        under: Some("../x".into()),
+                        ..spec("path")
+                    },
+                )],
+            ),
             "params.p.under",
         ),
         (
-            load(&["x", "{p}"], &[("p", ParamSpec { path_kind: Some("link".into()), ..spec("path") })]),
+            load(
+                &["x", "{p}"],
+                &[(
+                    "p",
+                    ParamSpec {
+                        path_kind: Some("link".into()),
+                        ..spec("path")
+                    },
+                )],
+            ),
             "not a path kind",
         ),
         (
             load(
                 &["x", "{p}"],
-                &[("p", ParamSpec { default: Some(Arg::Text("-x".into())), ..string(".*") })],
+                &[(
+                    "p",
+                    ParamSpec {
+                        default: Some(Arg::Text("-x".into())),
+                        ..string(".*")
+                    },
+                )],
             ),
             "params.p.default",
         ),
         (
             load(
                 &["x", "{p}"],
-                &[("p", ParamSpec { values: Some(vec!["-v".into()]), ..spec("enum") })],
+                &[(
+                    "p",
+                    ParamSpec {
+                        values: Some(vec!["-v".into()]),
+                        ..spec("enum")
+                    },
+                )],
             ),
             "params.p.values",
         ),
         (
             load(
                 &["x", "{p}"],
-                &[("p", ParamSpec { default: Some(Arg::Text("3".into())), ..integer(1, 5) })],
+                &[(
+                    "p",
+                    ParamSpec {
+                        default: Some(Arg::Text("3".into())),
+                        ..integer(1, 5)
+                    },
+                )],
             ),
             "takes an integer",
         ),
@@ -341,8 +443,15 @@ fn templates_and_declarations_are_checked_at_load() {
         assert!(err.contains(want), "{want:?} in {err:?}");
     }
     assert!(load(&["x", "--v={p}"], &[("p", integer(-1, 1))]).is_ok());
-    assert!(load(&["x", "{'a': 1}", "{}", "{P}"], &[]).is_ok(), "other braces are text");
-    assert!(load(&["x", "{p}"], &[]).unwrap_err().contains("names no declared param"));
+    assert!(
+        load(&["x", "{'a': 1}", "{}", "{P}"], &[]).is_ok(),
+        "other braces are text"
+    );
+    assert!(
+        load(&["x", "{p}"], &[])
+            .unwrap_err()
+            .contains("names no declared param")
+    );
 }
 
 #[test]

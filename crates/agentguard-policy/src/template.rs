@@ -9,9 +9,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::check::{self, Arg, Placement, Rule, Value};
+use crate::check::{self, Arg, Placement, Value};
 use crate::decision::{Denial, Reason};
 use crate::param::{Param, ParamSpec, ParamType, PathKind, validate_name};
+use crate::rule::{Refused, Rule, refuse as refused};
 
 /// Where the workspace appears inside the container (and in a `path` value's argv element).
 pub const WORKSPACE: &str = "/workspace";
@@ -113,7 +114,7 @@ fn shown(value: Option<&str>) -> String {
 
 impl Command {
     /// Builds a command from its argv template and params; errors name the element or key.
-    pub fn new(
+    pub fn from_template(
         name: &str,
         argv: Vec<String>,
         params: &BTreeMap<String, ParamSpec>,
@@ -185,7 +186,7 @@ impl Command {
     /// per value. Refuses a missing, unknown or repeated param and every value its type
     /// refuses; nothing is started on a refusal.
     pub fn invoke(&self, args: &[(String, Arg)]) -> Result<Invocation, ArgError> {
-        let refuse = |param: &str, arg: Option<&Arg>, refused: check::Refused| ArgError {
+        let refuse = |param: &str, arg: Option<&Arg>, refused: Refused| ArgError {
             command: self.name.clone(),
             param: param.to_owned(),
             rule: refused.rule,
@@ -272,13 +273,6 @@ impl Command {
             params: values.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
             host_checks,
         }
-    }
-}
-
-fn refused(rule: Rule, why: impl Into<String>) -> check::Refused {
-    check::Refused {
-        rule,
-        why: why.into(),
     }
 }
 

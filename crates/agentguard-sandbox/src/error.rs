@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use agentguard_container::RunError;
+use agentguard_container::{RunError, RunResult};
 
-use crate::sandbox::Finished;
+use crate::count::EgressCounts;
+use crate::finished::Finished;
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -104,5 +105,20 @@ impl Error {
             self,
             Error::Network { .. } | Error::Config { .. } | Error::Policy { .. }
         )
+    }
+}
+
+/// The run's outcome with its counts: a failed command (`check`) keeps them too.
+pub(crate) fn finish(
+    outcome: Result<RunResult, RunError>,
+    egress: Option<EgressCounts>,
+) -> Result<Finished> {
+    match outcome {
+        Ok(result) => Ok(Finished { result, egress }),
+        Err(RunError::Failed(result)) => Err(Error::Failed(Box::new(Finished {
+            result: *result,
+            egress,
+        }))),
+        Err(e) => Err(Error::Run(e)),
     }
 }

@@ -18,6 +18,7 @@
 
 mod count;
 mod error;
+mod finished;
 mod network;
 pub mod relay;
 pub mod run_dir;
@@ -25,5 +26,6 @@ mod sandbox;
 
 pub use count::{EgressCounts, MAX_REFUSAL_EVENTS, MERGE_WINDOW};
 pub use error::{Error, Result};
+pub use finished::Finished;
 pub use network::{DEFAULT_PROXY_PORT, Network};
-pub use sandbox::{Finished, Sandbox, SandboxBuilder};
+pub use sandbox::{Sandbox, SandboxBuilder};

@@ -9,31 +9,23 @@ use std::time::Duration;
 
 use agentguard_audit::AuditSink;
 use agentguard_container::{
-    ContainerExecutor, ContainerSpec, EngineCommand, Relay, RunError, RunIdentity, RunResult,
-    Streaming, check_mount_source,
+    ContainerExecutor, ContainerSpec, EngineCommand, Relay, RunError, RunIdentity, Streaming,
+    check_mount_source,
 };
 use agentguard_egress::EgressProxy;
 use agentguard_netpin::DnsResolver;
-use agentguard_policy::{Arg, IpNet, Invocation, TargetPolicy};
+use agentguard_policy::{Arg, Invocation, IpNet, TargetPolicy};
 
-use crate::count::{EgressCounts, RunSink};
-use crate::error::{Error, Result};
+use crate::count::RunSink;
+
+use crate::error::{Error, Result, finish};
+use crate::finished::Finished;
 use crate::network::{DEFAULT_PROXY_PORT, Network};
 use crate::relay::RelayProgram;
 use crate::run_dir::{self, RELAY_FILE, RunDir, SOCKET_FILE};
 
 /// The lowest `proxy_port`: the container's user (65534) may not bind below 1024.
 const MIN_PROXY_PORT: u16 = 1024;
-
-/// What a run produced: the container's result, and for an egress run its proxy's counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finished {
-    /// The container's result.
-    pub result: RunResult,
-    /// The CONNECT requests the run's proxy allowed and refused (`None` for `network =
-    /// "none"`).
-    pub egress: Option<EgressCounts>,
-}
 
 /// How one command reaches the network.
 #[derive(Debug, Clone)]
@@ -331,7 +323,11 @@ impl Sandbox {
     /// with its own proxy for exactly as long as the run. Dropping the future (on a signal)
     /// stops the proxy and removes the run folder; the caller then kills the container by
     /// name.
-    pub async fn run_with(&self, invocation: &Invocation, identity: &RunIdentity) -> Result<Finished> {
+    pub async fn run_with(
+        &self,
+        invocation: &Invocation,
+        identity: &RunIdentity,
+    ) -> Result<Finished> {
         let outcome = match self.plans.get(invocation.command()) {
             // No network: exactly the container run of today.
             None | Some(Plan::None) => self.executor.run_with(invocation, identity).await,
@@ -393,16 +389,5 @@ impl Sandbox {
     /// Kills the container `name` and removes it (see [`ContainerExecutor::kill_by_name`]).
     pub async fn kill_by_name(&self, name: &str) {
         self.executor.kill_by_name(name).await;
-    }
-}
-
-fn finish(outcome: Result<RunResult, RunError>, egress: Option<EgressCounts>) -> Result<Finished> {
-    match outcome {
-        Ok(result) => Ok(Finished { result, egress }),
-        Err(RunError::Failed(result)) => Err(Error::Failed(Box::new(Finished {
-            result: *result,
-            egress,
-        }))),
-        Err(e) => Err(Error::Run(e)),
     }
 }

@@ -1,4 +1,5 @@
 //! Checks that the tables in docs/ say what the code does: the policy's reason codes, the
+//! param rules,
 //! proxy's statuses and reason codes, the fetcher's reason codes, the exit codes, and the
 //! audit keys (and that every key the source writes is in the key table).
 
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use agentguard_audit::{KEYS, ValueType};
 use agentguard_egress::RefusalKind;
 use agentguard_netpin::FetchError;
-use agentguard_policy::Reason;
+use agentguard_policy::{Reason, Rule};
 use anyhow::{Context, Result};
 
 use super::{rel, source::is_test};
@@ -25,6 +26,15 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
         "docs/policy.md reason codes",
         &codes(&table(&policy, "| code | meaning |"), 0),
         &policy_codes,
+        problems,
+    );
+
+    let params = doc("params.md")?;
+    let rules: BTreeSet<String> = Rule::ALL.iter().map(|r| r.code().into()).collect();
+    compare(
+        "docs/params.md rules",
+        &codes(&table(&params, "| rule | refuses |"), 0),
+        &rules,
         problems,
     );
 

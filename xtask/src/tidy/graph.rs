@@ -2,7 +2,9 @@
 //! workspace lints, libraries use thiserror (never anyhow or clap), the policy crate keeps its
 //! short dependency list, and the crate graph is DESIGN.md's.
 //!
-//! The graph rules: `policy` and `audit` depend on no other agentguard crate; `container`,
+//! The graph rules: `policy` depends on no other agentguard crate, `audit` only on `policy`
+//! (for the one pure table of hidden characters, which param values are refused by too);
+//! `container`,
 //! `netpin` and `egress` sit on them and not on each other, except `egress -> netpin`; only
 //! `sandbox` composes `container` with `egress`, the relay (which runs inside containers)
 //! names nothing, and only the CLI composes everything. A new agentguard crate must be given its rule here.
@@ -18,7 +20,9 @@ use super::rel;
 /// Each agentguard package and the agentguard crates its normal dependencies may name.
 const GRAPH: &[(&str, &[&str])] = &[
     ("agentguard-policy", &[]),
-    ("agentguard-audit", &[]),
+    // The one hidden-character table is policy's (a value with one is refused there), and
+    // the audit log escapes the same characters; policy names no agentguard crate.
+    ("agentguard-audit", &["agentguard-policy"]),
     (
         "agentguard-container",
         &["agentguard-policy", "agentguard-audit"],
@@ -96,7 +100,9 @@ const GRAPH: &[(&str, &[&str])] = &[
 ];
 
 /// What the pure policy crate may depend on.
-const POLICY_DEPS: &[&str] = &["idna", "ipnet", "thiserror"];
+// icu_properties: Unicode's property tables (the hidden characters, dashes); regex: the
+// anchored `pattern` of a string param. Both are pure data and code, no I/O.
+const POLICY_DEPS: &[&str] = &["icu_properties", "idna", "ipnet", "regex", "thiserror"];
 
 pub(super) fn check(root: &Path, problems: &mut Vec<String>) -> Result<()> {
     let output = Command::new("cargo")
@@ -193,7 +199,7 @@ mod tests {
         super::rules(
             "agentguard-audit",
             "a",
-            &["agentguard-policy", "anyhow"],
+            &["agentguard-container", "anyhow"],
             &mut problems,
         );
         assert_eq!(problems.len(), 2, "{problems:?}");

@@ -10,6 +10,7 @@ mod fetch;
 mod hardening;
 mod k8s;
 mod mcp;
+mod params;
 mod run;
 mod surface;
 

@@ -96,7 +96,10 @@ async fn an_allowed_host_answers_through_the_relay_and_the_run_counts_it() {
     let world = World::start().await;
     let sandbox = world.sandbox("good.example.test").build().unwrap();
     let identity = sandbox.identity();
-    let finished = sandbox.run_with(&sandbox.invoke("fetch", &[]).unwrap(), &identity).await.unwrap();
+    let finished = sandbox
+        .run_with(&sandbox.invoke("fetch", &[]).unwrap(), &identity)
+        .await
+        .unwrap();
     let stdout = String::from_utf8_lossy(&finished.result.stdout);
     assert!(
         stdout.contains("hello from 127.0.0.2") && stdout.contains("curl=0"),
@@ -131,7 +134,10 @@ async fn an_allowed_host_answers_through_the_relay_and_the_run_counts_it() {
 async fn a_host_off_the_allowlist_gets_403_and_is_counted_as_denied() {
     let world = World::start().await;
     let sandbox = world.sandbox("evil.example.test").build().unwrap();
-    let finished = sandbox.run(&sandbox.invoke("fetch", &[]).unwrap()).await.unwrap();
+    let finished = sandbox
+        .run(&sandbox.invoke("fetch", &[]).unwrap())
+        .await
+        .unwrap();
     let stdout = String::from_utf8_lossy(&finished.result.stdout);
     // curl reports the proxy's refusal of the CONNECT.
     assert!(stdout.contains("403"), "{stdout}");
@@ -163,7 +169,10 @@ async fn a_network_none_command_runs_without_relay_or_proxy() {
     let world = World::start().await;
     let sandbox = world.sandbox("good.example.test").build().unwrap();
     assert_eq!(sandbox.network_of("offline"), Some(Network::None));
-    let finished = sandbox.run(&sandbox.invoke("offline", &[]).unwrap()).await.unwrap();
+    let finished = sandbox
+        .run(&sandbox.invoke("offline", &[]).unwrap())
+        .await
+        .unwrap();
     assert_eq!(finished.egress, None);
     let calls = world.engine.calls().join("\n");
     assert!(
@@ -205,7 +214,10 @@ async fn a_runs_folder_others_can_enter_refuses_the_run_before_the_engine() {
         .runs_dir(&open)
         .build()
         .unwrap();
-    let error = sandbox.run(&sandbox.invoke("fetch", &[]).unwrap()).await.unwrap_err();
+    let error = sandbox
+        .run(&sandbox.invoke("fetch", &[]).unwrap())
+        .await
+        .unwrap_err();
     assert!(matches!(error, Error::RunsDirUnsafe { .. }), "{error}");
     assert!(
         error.to_string().contains("the command was not started"),
@@ -224,7 +236,10 @@ async fn a_socket_that_cannot_be_created_refuses_the_run_before_the_engine() {
         .runs_dir(&deep)
         .build()
         .unwrap();
-    let error = sandbox.run(&sandbox.invoke("fetch", &[]).unwrap()).await.unwrap_err();
+    let error = sandbox
+        .run(&sandbox.invoke("fetch", &[]).unwrap())
+        .await
+        .unwrap_err();
     assert!(matches!(error, Error::Proxy(_)), "{error}");
     assert_eq!(error.reason(), "proxy_failed");
     assert!(world.engine.calls().iter().all(|c| !c.starts_with("run")));

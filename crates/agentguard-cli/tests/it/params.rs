@@ -1,0 +1,257 @@
+//! Typed params against the binary with the fake engine: an accepted value is exactly one
+//! argv element of what the engine is given, a refused one exits 2 before the engine is ever
+//! called and is audited, and the config's declarations are checked at load.
+
+use std::path::Path;
+
+use agentguard_test_support::FakeEngine;
+use serde_json::Value;
+
+use crate::{agentguard, stderr, stdout};
+
+/// A workspace with `tests/test_api.py` and a link out of it, and a config with one command
+/// per param type; `printf '[%s]'` shows where one argv element begins and ends.
+fn config(dir: &Path, engine: &FakeEngine) -> String {
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(ws.join("tests")).unwrap();
+    std::fs::write(ws.join("tests/test_api.py"), "def test_ok():\n    pass\n").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", ws.join("tests/passwd.py")).unwrap();
+    let path = dir.join("agentguard.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"image = "localhost/tools:latest"
+engine = "{}"
+workspace = "ws"
+
+[audit]
+path = "audit.jsonl"
+
+[commands.test_file]
+argv = ["printf", "[%s]\n", "-q", "{{path}}"]
+
+[commands.test_file.params.path]
+type = "path"
+under = "tests"
+kind = "file"
+must_exist = true
+
+[commands.lint]
+argv = ["printf", "[%s]\n", "--level={{level}}", "--rounds={{rounds}}", "{{word}}"]
+
+[commands.lint.params.level]
+type = "enum"
+values = ["error", "warning"]
+default = "error"
+
+[commands.lint.params.rounds]
+type = "integer"
+min = 1
+max = 50
+
+[commands.lint.params.word]
+type = "string"
+pattern = "[A-Za-z0-9_ ;$]+"
+
+[commands.plain]
+argv = ["true"]
+"#,
+            engine.path().display()
+        ),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn audit(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn accepted_values_are_exactly_one_argv_element_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FakeEngine::new();
+    let cfg = config(dir.path(), &engine);
+    let out = agentguard(&[
+        "run",
+        "--config",
+        &cfg,
+        "test_file",
+        "path=tests/test_api.py",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "[-q]\n[/workspace/tests/test_api.py]\n");
+    let out = agentguard(&[
+        "run",
+        "--config",
+        &cfg,
+        "lint",
+        "rounds=7",
+        "word=a b; $HOME",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let result: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        result["stdout"], "[--level=error]\n[--rounds=7]\n[a b; $HOME]\n",
+        "the default applies; a value with spaces and `;` stays one element, never a shell's"
+    );
+    assert_eq!(
+        result["params"],
+        serde_json::json!({"level": "error", "rounds": 7, "word": "a b; $HOME"})
+    );
+    let dry = agentguard(&[
+        "run",
+        "--config",
+        &cfg,
+        "lint",
+        "rounds=3",
+        "word=x",
+        "--dry-run",
+    ]);
+    assert_eq!(dry.status.code(), Some(0), "{}", stderr(&dry));
+    assert!(
+        stdout(&dry).contains(
+            "--entrypoint printf localhost/tools:latest '[%s]\n' --level=error --rounds=3 x"
+        ),
+        "{}",
+        stdout(&dry)
+    );
+    let runs: Vec<Value> = audit(dir.path())
+        .into_iter()
+        .filter(|e| e["kind"] == "container_run")
+        .collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(
+        runs[0]["data"]["params"],
+        serde_json::json!({"path": "tests/test_api.py"})
+    );
+}
+
+#[test]
+fn a_refused_value_exits_2_names_the_rule_is_audited_and_never_calls_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FakeEngine::new();
+    let cfg = config(dir.path(), &engine);
+    for (args, rule) in [
+        (&["test_file", "path=../etc/passwd"][..], "traversal"),
+        (&["test_file", "path=tests/passwd.py"], "symlink"),
+        (&["test_file", "path=tests/missing.py"], "not_found"),
+        (&["test_file", "path=tests"], "wrong_kind"),
+        (&["test_file"], "missing"),
+        (
+            &["test_file", "path=tests/test_api.py", "other=1"],
+            "unknown",
+        ),
+        (&["lint", "rounds=03", "word=x"], "leading_zero"),
+        (&["lint", "rounds=3", "word=--output=x"], "option"),
+        (
+            &["lint", "rounds=3", "word=x", "level=Error"],
+            "not_in_enum",
+        ),
+        (&["plain", "x=1"], "unknown"),
+    ] {
+        let mut argv = vec!["run", "--config", &cfg];
+        argv.extend_from_slice(args);
+        let out = agentguard(&argv);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("invalid_arguments") && err.contains(&format!("(rule {rule};")),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(
+        engine.calls().is_empty(),
+        "the engine was called: {:?}",
+        engine.calls()
+    );
+    let events = audit(dir.path());
+    assert_eq!(events.len(), 10, "{events:?}");
+    for event in &events {
+        assert_eq!(
+            (&event["kind"], &event["decision"], &event["reason"]),
+            (
+                &"container_run".into(),
+                &"deny".into(),
+                &"invalid_arguments".into()
+            ),
+            "{event}"
+        );
+        assert!(event["data"]["message"].as_str().unwrap().contains("param"));
+    }
+    let not_words = agentguard(&["run", "--config", &cfg, "lint", "rounds"]);
+    assert_eq!(not_words.status.code(), Some(2));
+    assert!(
+        stderr(&not_words).contains("is not P=VALUE"),
+        "{}",
+        stderr(&not_words)
+    );
+}
+
+#[test]
+fn a_value_that_is_not_utf8_is_refused_by_its_rule() {
+    use std::os::unix::ffi::OsStrExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FakeEngine::new();
+    let cfg = config(dir.path(), &engine);
+    let bad = std::ffi::OsStr::from_bytes(b"word=\xc0\xae\xc0\xae");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentguard"))
+        .args(["run", "--config", &cfg, "lint", "rounds=1"])
+        .arg(bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("(rule not_utf8;"), "{}", stderr(&out));
+    assert!(engine.calls().is_empty());
+}
+
+#[test]
+fn declarations_are_checked_at_load_and_name_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FakeEngine::new();
+    let cfg = config(dir.path(), &engine);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    for (from, to, needle) in [
+        (
+            "max = 50",
+            "max = 50\nvalues = [\"a\"]",
+            "a integer param has no `values`",
+        ),
+        (
+            "\"{word}\"]",
+            "\"{word}\", \"{other}\"]",
+            "{other} names no declared param",
+        ),
+        (
+            "pattern = \"[A-Za-z0-9_ ;$]+\"",
+            "pattern = \"(\"",
+            "params.word.pattern",
+        ),
+        (
+            "default = \"error\"",
+            "default = \"fatal\"",
+            "params.level.default",
+        ),
+        (
+            "type = \"path\"",
+            "type = \"path\"\nfollow = true",
+            "unknown field `follow`",
+        ),
+        ("workspace = \"ws\"\n", "", "no workspace is mounted"),
+    ] {
+        std::fs::write(&cfg, text.replace(from, to)).unwrap();
+        let out = agentguard(&["run", "--config", &cfg, "plain", "--dry-run"]);
+        assert_eq!(out.status.code(), Some(2), "{to}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(needle),
+            "{needle:?} in {}",
+            stderr(&out)
+        );
+    }
+}
