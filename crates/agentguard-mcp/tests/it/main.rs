@@ -5,6 +5,7 @@
 
 mod calls;
 mod lifecycle;
+mod params;
 mod trace;
 
 use std::sync::{Arc, Mutex};
