@@ -17,6 +17,7 @@ pub(crate) const TARGETS: &[&str] = &[
     "audit_line",
     "client_hello",
     "config",
+    "params",
 ];
 
 pub(crate) fn run(args: &[String]) -> Result<()> {

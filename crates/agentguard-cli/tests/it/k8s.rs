@@ -182,3 +182,72 @@ fn a_dry_run_on_a_cluster_prints_the_manifests_without_calling_kubectl() {
     );
     assert!(text.contains("agentguard.dev/host"), "{text}");
 }
+
+/// A `test_file` command whose path param is checked lexically only.
+const PARAMS: &str = r#"
+[commands.test_file]
+argv = ["python3", "-m", "pytest", "-q", "{path}"]
+
+[commands.test_file.params.path]
+type = "path"
+under = "tests"
+"#;
+
+#[test]
+fn a_job_gets_the_substituted_argv_and_a_refused_value_never_reaches_kubectl() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &format!("{BASE}{PARAMS}"));
+    let out = agentguard(&[
+        "k8s",
+        "manifests",
+        "--config",
+        &cfg,
+        "test_file",
+        "path=tests/test_api.py",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let yaml = stdout(&out);
+    assert!(
+        yaml.contains("- \"-q\"\n        - \"/workspace/tests/test_api.py\"\n"),
+        "the Job's command has the placed value: {yaml}"
+    );
+    for args in [
+        &[
+            "k8s",
+            "manifests",
+            "--config",
+            &cfg,
+            "test_file",
+            "path=../x",
+        ][..],
+        &["run", "--config", &cfg, "test_file", "path=../x"],
+    ] {
+        let out = agentguard(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("(rule traversal;"),
+            "{}",
+            stderr(&out)
+        );
+        // kubectl is not on this machine's PATH in tests: reaching it would be another error.
+        assert!(!stderr(&out).contains("kubectl"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_host_check_is_refused_at_load_on_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    for key in ["must_exist = true", "kind = \"file\""] {
+        let text = format!("{BASE}{PARAMS}{key}\n");
+        let cfg = config(dir.path(), &text);
+        let out = agentguard(&["k8s", "manifests", "--config", &cfg, "run_tests"]);
+        assert_eq!(out.status.code(), Some(2), "{key}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(
+                "commands.test_file.params.path: must_exist and kind are checked on this host"
+            ),
+            "{key}: {}",
+            stderr(&out)
+        );
+    }
+}

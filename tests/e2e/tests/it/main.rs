@@ -8,6 +8,7 @@ mod egress;
 mod inside;
 mod limits;
 mod mcp;
+mod params;
 mod rootless;
 
 /// The combination under test, or return `Ok(())` from the test after a SKIPPED line.

@@ -18,6 +18,18 @@ const ENV_PYTHON: &str = "AGENTGUARD_E2E_MCP_PYTHON";
 
 /// Runs the client in `mode` against `config` and returns what it saw.
 fn client(world: &World, config: &std::path::Path, mode: &str, tool: &str) -> Result<Value> {
+    client_with(world, config, mode, tool, None)
+}
+
+/// [`client`], calling `tool` once per object of `calls` when given (what it saw is then a
+/// `calls` list, with the tool's input schema).
+pub(crate) fn client_with(
+    world: &World,
+    config: &std::path::Path,
+    mode: &str,
+    tool: &str,
+    calls: Option<&Value>,
+) -> Result<Value> {
     let python = std::env::var(ENV_PYTHON)
         .with_context(|| format!("{ENV_PYTHON} is not set (run `cargo xtask e2e`)"))?;
     let script = world.dir.0.with_extension("mcp_client.py");
@@ -27,6 +39,7 @@ fn client(world: &World, config: &std::path::Path, mode: &str, tool: &str) -> Re
         .arg(&world.combo.binary)
         .arg(config)
         .args([mode, tool])
+        .args(calls.map(Value::to_string))
         .output()
         .context("running the Python MCP client")?;
     let _ = std::fs::remove_file(&script);
