@@ -22,7 +22,7 @@ async def main(binary, config, mode, tool, arguments=None):
         if arguments is not None:
             calls = [seen(await client.call_tool(tool, a, read_timeout_seconds=300))
                      for a in json.loads(arguments)]
-            schema = next(t.inputSchema for t in tools.tools if t.name == tool)
+            schema = next(t.input_schema for t in tools.tools if t.name == tool)
             print(json.dumps({"tools": [t.name for t in tools.tools], "schema": schema,
                               "calls": calls}))
             return

@@ -12,10 +12,15 @@ use std::time::SystemTime;
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
+use crate::digest::{hex, sha256_hex};
 use crate::error::{Error, Result};
 use crate::event::{Event, SCHEMA_VERSION};
+
+/// The longest line a log may hold, newline included: the writer refuses a larger event, and
+/// the verifier refuses a longer line after reading at most one byte past it.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
 /// The `prev` of the first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -60,20 +65,6 @@ pub(crate) fn canonical_map(map: &Map<String, Value>, out: &mut String) {
 
 fn push_string(s: &str, out: &mut String) {
     out.push_str(&serde_json::to_string(s).unwrap_or_default());
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 0xf) as usize] as char);
-    }
-    s
-}
-
-pub(crate) fn sha256_hex(data: &[u8]) -> String {
-    hex(&Sha256::digest(data))
 }
 
 /// An HMAC-SHA256 key for signing or verifying.
@@ -185,7 +176,7 @@ impl Chain {
     }
 
     /// Seals `event` at `now` and advances the chain; an event whose line would be longer
-    /// than [`crate::MAX_LINE_BYTES`] is refused and the chain does not move.
+    /// than [`MAX_LINE_BYTES`] is refused and the chain does not move.
     pub(crate) fn seal(&mut self, event: &Event, now: SystemTime) -> Result<Sealed> {
         let seq = self.next_seq;
         let mut fields = Map::new();
@@ -204,10 +195,10 @@ impl Chain {
         let hmac = self.key.as_ref().map(|k| k.sign(canon.as_bytes()));
 
         let line = line(&fields, &hash, hmac.as_deref());
-        if line.len() > crate::MAX_LINE_BYTES {
+        if line.len() > MAX_LINE_BYTES {
             return Err(Error::EventTooLarge {
                 bytes: line.len(),
-                limit: crate::MAX_LINE_BYTES,
+                limit: MAX_LINE_BYTES,
             });
         }
         self.next_seq += 1;

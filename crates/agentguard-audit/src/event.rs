@@ -321,7 +321,7 @@ pub fn capped(text: &str) -> std::borrow::Cow<'_, str> {
             "{}...[{} bytes, sha256 {}]",
             &text[..cut],
             text.len(),
-            crate::chain::sha256_hex(text.as_bytes())
+            crate::digest::sha256_hex(text.as_bytes())
         )),
     }
 }

@@ -10,6 +10,7 @@
 
 mod chain;
 mod commit;
+mod digest;
 mod error;
 mod event;
 mod file;
@@ -21,7 +22,7 @@ mod time;
 mod verify;
 
 pub use agentguard_policy::is_hidden;
-pub use chain::{GENESIS, Key, MIN_KEY_LEN};
+pub use chain::{GENESIS, Key, MAX_LINE_BYTES, MIN_KEY_LEN};
 pub use error::{Error, Result};
 pub use event::{
     Decision, Escaped, Event, KEYS, Kind, MAX_CLIENT_TEXT, Record, SCHEMA_VERSION, ValueType,
@@ -31,7 +32,7 @@ pub use log::AuditLog;
 pub use options::{Durability, LogOptions, Repair};
 pub use problem::{Problem, ProblemKind};
 pub use sink::{AuditSink, MemorySink, Receipt};
-pub use verify::{MAX_LINE_BYTES, Reader, Summary, verify};
+pub use verify::{Reader, Summary, verify};
 
 #[cfg(test)]
 mod tests;

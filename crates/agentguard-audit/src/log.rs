@@ -29,8 +29,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::chain::sha256_hex;
 use crate::commit::{GroupCommit, lock};
+use crate::digest::sha256_hex;
 use crate::error::{Error, Result};
 use crate::event::{Decision, Event, Kind};
 use crate::file::{Position, catch_up, io, open, resume};

@@ -10,13 +10,10 @@ use std::io::{BufRead, Read};
 
 use serde_json::Value;
 
-use crate::chain::{GENESIS, Key, canonical, line, sha256_hex};
+use crate::chain::{GENESIS, Key, MAX_LINE_BYTES, canonical, line};
+use crate::digest::sha256_hex;
 use crate::event::{Record, SCHEMA_VERSION};
 use crate::problem::{Problem, ProblemKind};
-
-/// The longest line a log may hold, newline included: the writer refuses a larger event, and
-/// the verifier refuses a longer line after reading at most one byte past it.
-pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
 /// What a verification (or the verified part of a log) established.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -68,7 +68,7 @@ pub(crate) fn run(
         return Ok(exit::SUCCESS);
     }
     let kubectl = Kubectl::new(&kubernetes.settings);
-    let outcome = crate::run::runtime()?.block_on(async {
+    let outcome = crate::signal::runtime()?.block_on(async {
         let mut shutdown = Shutdown::install()?;
         let accepted = &kubernetes.accept_weakened;
         tokio::select! {
@@ -110,7 +110,7 @@ fn finish(
                 let _ = out.write_all(&ran.result.stdout).and_then(|()| out.flush());
             }
             let params = invocation.params();
-            crate::run::report(&ran.result, params, Value::Null, args.json, "Job")
+            crate::ended::report(&ran.result, params, Value::Null, args.json, "Job")
         }
         Ok(Ok(Err(refused))) => {
             let event =
@@ -160,7 +160,7 @@ pub(crate) fn sweep(kubernetes: &KubernetesConfig, dry_run: bool) -> anyhow::Res
     let kubectl = Kubectl::new(&kubernetes.settings);
     let verb = if dry_run { "would delete" } else { "deleted" };
     let namespace = kubectl.namespace().to_owned();
-    let stale = crate::run::runtime()?.block_on(gc::sweep(&kubectl, dry_run))?;
+    let stale = crate::signal::runtime()?.block_on(gc::sweep(&kubectl, dry_run))?;
     if stale.is_empty() {
         return Ok(vec![format!("kubernetes ({namespace}): nothing to delete")]);
     }

@@ -12,7 +12,7 @@ use agentguard_sandbox::relay::RelayProgram;
 use crate::{config, exit, output};
 
 pub(crate) fn run() -> anyhow::Result<u8> {
-    let runtime = crate::run::runtime()?;
+    let runtime = crate::signal::runtime()?;
     let path = std::env::var_os("AGENTGUARD_CONFIG")
         .map_or_else(|| PathBuf::from("agentguard.toml"), PathBuf::from);
     // A cluster config is checked on its cluster; the local engines do not matter to it.

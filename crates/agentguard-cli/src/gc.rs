@@ -30,7 +30,7 @@ pub(crate) fn run(args: &GcArgs) -> anyhow::Result<u8> {
     } else {
         "removed"
     };
-    let mut lines = crate::run::runtime()?.block_on(async {
+    let mut lines = crate::signal::runtime()?.block_on(async {
         let mut lines = Vec::new();
         for engine in &engines {
             match gc::sweep(engine, &[], args.dry_run).await {

@@ -91,7 +91,7 @@ fn canary(args: &K8sCanaryArgs) -> anyhow::Result<u8> {
         }
     }
     let limit = std::time::Duration::from_secs(args.timeout);
-    let lines = crate::run::runtime()?.block_on(async {
+    let lines = crate::signal::runtime()?.block_on(async {
         let mut lines = Vec::new();
         for target in &targets {
             let attempt = tokio::time::timeout(limit, tokio::net::TcpStream::connect(target));

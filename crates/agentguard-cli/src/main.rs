@@ -9,6 +9,7 @@ mod cluster;
 mod config;
 mod doctor;
 mod egress;
+mod ended;
 mod exit;
 mod fetch;
 mod gc;

@@ -132,7 +132,7 @@ pub(crate) fn run(args: &McpArgs) -> anyhow::Result<u8> {
 
 pub(crate) fn tools(args: &ToolsArgs) -> anyhow::Result<u8> {
     let config = config::load(&args.config)?;
-    let runtime = crate::run::runtime()?;
+    let runtime = crate::signal::runtime()?;
     let tools = runtime.block_on(async { setup(config, None).map(|(_, tools, _)| tools) })?;
     let format = match args.format {
         ToolsFormat::Mcp => Format::Mcp,

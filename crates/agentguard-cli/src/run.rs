@@ -6,10 +6,10 @@
 //! `exit.rs`. SIGINT or SIGTERM stops the run's proxy, removes its folder, and kills the
 //! container by name before exiting.
 
-use agentguard_container::{RunResult, RunStatus, Streaming};
+use agentguard_container::Streaming;
 use agentguard_sandbox::{Error as SandboxError, Finished};
-use anyhow::Context;
-use serde_json::{Value, json};
+
+use serde_json::json;
 
 use crate::args::RunArgs;
 use crate::audit_log;
@@ -17,14 +17,6 @@ use crate::config::{self, Target};
 use crate::exit::{self, Exit};
 use crate::output;
 use crate::signal::{Shutdown, Stop};
-
-/// A single-threaded runtime: a run is one engine client and a few pipes.
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
-}
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let config = config::load(&args.config)?;
@@ -50,7 +42,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     // Checked once, before anything starts; a refusal is recorded and exits 2.
     let invocation = sandbox.invoke(&args.name, &params).map_err(context)?;
     let identity = sandbox.identity();
-    let outcome = runtime()?.block_on(async {
+    let outcome = crate::signal::runtime()?.block_on(async {
         let mut shutdown = Shutdown::install()?;
         let stop = tokio::select! {
             result = sandbox.run_with(&invocation, &identity) => return anyhow::Ok(Ok(result)),
@@ -108,66 +100,5 @@ fn finished_report(
     // A `network = "none"` run has no proxy: nothing allowed, nothing refused.
     let egress = finished.egress.unwrap_or_default();
     let counts = json!({"allowed": egress.allowed, "denied": egress.denied});
-    report(&finished.result, params, counts, json, "container")
-}
-
-/// Prints the result (`--json`: one object, with the checked `params` and `egress` as given)
-/// and returns the exit code of how the run ended; `unit` names what was killed
-/// (`container`, `Job`).
-pub(crate) fn report(
-    result: &RunResult,
-    params: &[(String, agentguard_policy::Value)],
-    egress: Value,
-    json: bool,
-    unit: &str,
-) -> anyhow::Result<u8> {
-    if json {
-        let value = json!({
-            "command": result.command,
-            "params": agentguard_audit::params_json(params),
-            "status": result.status.as_str(),
-            "exit_code": result.exit_code,
-            "stdout": String::from_utf8_lossy(&result.stdout),
-            "stderr": String::from_utf8_lossy(&result.stderr),
-            "truncated": result.truncated,
-            "duration_ms": result.duration.as_millis() as u64,
-            "container": result.container,
-            "egress": egress,
-        });
-        output::write_lines([value.to_string()])?;
-    }
-    let code = match result.status {
-        RunStatus::Exited => {
-            u8::try_from(result.exit_code.unwrap_or(i32::from(exit::ERROR))).unwrap_or(exit::ERROR)
-        }
-        RunStatus::TimedOut => {
-            crate::output::note(&format!(
-                "agentguard: {} timed out; {unit} {} killed and removed",
-                result.command, result.container
-            ));
-            exit::TIMEOUT
-        }
-        RunStatus::OutputLimit => {
-            crate::output::note(&format!(
-                "agentguard: {} exceeded the output limit; output truncated, {unit} {} killed and removed",
-                result.command, result.container
-            ));
-            exit::OUTPUT_LIMIT
-        }
-        RunStatus::Killed if result.oom_killed => {
-            crate::output::note(&format!(
-                "agentguard: {} was killed for exceeding its memory limit (the engine reported OOMKilled)",
-                result.command
-            ));
-            exit::KILLED
-        }
-        RunStatus::Killed => {
-            crate::output::note(&format!(
-                "agentguard: {} was killed by SIGKILL, not by agentguard; the engine does not say why (the memory limit, or the command killing the container's init)",
-                result.command
-            ));
-            exit::KILLED
-        }
-    };
-    Ok(code)
+    crate::ended::report(&finished.result, params, counts, json, "container")
 }

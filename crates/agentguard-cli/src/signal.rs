@@ -42,3 +42,11 @@ impl Shutdown {
         }
     }
 }
+
+/// A single-threaded runtime: a run is one engine client and a few pipes.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}

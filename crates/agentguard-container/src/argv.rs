@@ -11,8 +11,8 @@ use std::path::PathBuf;
 
 use agentguard_policy::Invocation;
 
-use crate::engine::EngineKind;
-use crate::spec::{ContainerSpec, WorkspaceMode};
+use crate::kind::EngineKind;
+use crate::spec::{ContainerSpec, PROXY_VARIABLES, WorkspaceMode};
 
 /// Where the workspace appears inside the container (where a `path` param's value points).
 pub const WORKSPACE_TARGET: &str = agentguard_policy::WORKSPACE;
@@ -20,16 +20,6 @@ pub const WORKSPACE_TARGET: &str = agentguard_policy::WORKSPACE;
 pub const RELAY_TARGET: &str = "/run/agentguard/relay";
 /// Where the egress proxy's UNIX socket appears inside such a container.
 pub const PROXY_SOCKET_TARGET: &str = "/run/agentguard/proxy.sock";
-/// The variables a run with a relay sets (pointing at the relay, or empty): never taken from
-/// the spec's environment.
-pub const PROXY_VARIABLES: &[&str] = &[
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-    "NO_PROXY",
-    "no_proxy",
-];
 
 /// A program and its arguments, ready to spawn.
 #[derive(Debug, Clone, PartialEq, Eq)]

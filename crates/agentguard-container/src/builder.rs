@@ -29,6 +29,17 @@ pub struct ContainerSpecBuilder {
     pub(crate) error: Option<crate::Error>,
 }
 
+impl ContainerSpec {
+    /// Starts a builder for `image` with every hardened default.
+    pub fn builder(image: impl Into<String>) -> ContainerSpecBuilder {
+        ContainerSpecBuilder {
+            spec: ContainerSpec::hardened(image.into()),
+            commands: Vec::new(),
+            error: None,
+        }
+    }
+}
+
 impl ContainerSpecBuilder {
     /// Keeps a parsed value, or the first parse error.
     fn set<T>(mut self, parsed: Result<T>, apply: impl FnOnce(&mut ContainerSpec, T)) -> Self {
@@ -318,7 +329,7 @@ fn validate_env(key: &str, value: &str) -> Result<()> {
             "a variable name is letters, digits and `_`, not starting with a digit",
         ));
     }
-    if crate::argv::PROXY_VARIABLES.contains(&key) {
+    if crate::spec::PROXY_VARIABLES.contains(&key) {
         return Err(invalid(
             "environment",
             key,

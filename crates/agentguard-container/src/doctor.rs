@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use crate::engine::{Engine, EngineKind, on_path};
+use crate::engine::{Engine, on_path};
+use crate::kind::EngineKind;
 use crate::process::run_quiet;
 
 /// How serious a finding is.
@@ -162,7 +163,7 @@ fn podman(fields: &[&str], v2: bool) -> Vec<Finding> {
             Some(why) => finding(
                 Level::Fail,
                 format!("podman: rootless, and the memory, cpus and pids limits would not apply: {why}; runs are refused"),
-                crate::rootless::FIX,
+                crate::error::ROOTLESS_FIX,
             ),
             None => finding(
                 Level::Ok,

@@ -4,35 +4,10 @@
 //! flag, its read-only mode adds writable tmpfs mounts unless told not to), so the kind is
 //! decided once, here, and the argv builder branches on it.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result, invalid};
-
-/// The engine family, which decides the argv dialect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EngineKind {
-    /// The Docker CLI (`docker`).
-    Docker,
-    /// The Podman CLI (`podman`).
-    Podman,
-}
-
-impl EngineKind {
-    /// The conventional program name.
-    pub fn program_name(self) -> &'static str {
-        match self {
-            EngineKind::Docker => "docker",
-            EngineKind::Podman => "podman",
-        }
-    }
-}
-
-impl fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.program_name())
-    }
-}
+use crate::kind::EngineKind;
 
 /// An engine CLI: its kind and the program to run.
 #[derive(Debug, Clone, PartialEq, Eq)]

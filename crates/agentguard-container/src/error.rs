@@ -8,8 +8,11 @@ use std::path::PathBuf;
 
 use agentguard_policy::Denial;
 
-use crate::engine::EngineKind;
+use crate::kind::EngineKind;
 use crate::result::RunResult;
+
+/// What to do about it, for every message that names the cause.
+pub(crate) const ROOTLESS_FIX: &str = "use a cgroup v2 host that delegates the memory, pids and cpu controllers to this user (systemd: `Delegate=memory pids cpu` for user@.service), or run the engine as root; `accept_weakened = [\"limits\"]` runs without the limits";
 
 /// Result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -158,7 +161,7 @@ pub enum RunError {
     /// A rootless engine would run the container without its memory, cpus and pids limits.
     #[error(
         "rootless {engine} would run the container with no memory, cpus or pids limit: {why}; nothing was started. Fix: {fix}",
-        fix = crate::rootless::FIX
+        fix = ROOTLESS_FIX
     )]
     LimitsNotEnforced {
         /// The engine.

@@ -19,6 +19,7 @@ mod error;
 mod executor;
 pub mod gc;
 mod kill;
+mod kind;
 mod paths;
 mod process;
 mod result;
@@ -28,18 +29,18 @@ mod terminal;
 mod values;
 
 pub use argv::{
-    EngineCommand, PROXY_SOCKET_TARGET, PROXY_VARIABLES, RELAY_TARGET, Relay, RunIdentity,
-    WORKSPACE_TARGET,
+    EngineCommand, PROXY_SOCKET_TARGET, RELAY_TARGET, Relay, RunIdentity, WORKSPACE_TARGET,
 };
 pub use builder::{ContainerSpecBuilder, MAX_TIMEOUT, check_mount_source};
 pub use capture::OutputMeter;
-pub use engine::{Engine, EngineKind, on_path};
+pub use engine::{Engine, on_path};
 pub use error::{Error, Result, RunError};
 pub use executor::{ContainerExecutor, DEFAULT_DRAIN_GRACE, Streaming};
 pub use kill::KILL_ATTEMPTS;
+pub use kind::EngineKind;
 pub use process::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START};
 pub use result::{RunResult, RunStatus};
-pub use spec::{ContainerSpec, ImagePin, WorkspaceMode};
+pub use spec::{ContainerSpec, ImagePin, PROXY_VARIABLES, WorkspaceMode};
 pub use terminal::Neutralized;
 pub use values::{ByteSize, Cpus, Pull, Runtime, UserIds};
 

@@ -6,7 +6,7 @@
 //! environment, no stdin, and the global flags (Podman's runtime selection) of its spec.
 
 use std::ffi::OsString;
-use std::path::Path;
+
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -15,7 +15,6 @@ use tokio::process::Command;
 
 use crate::argv::{EngineCommand, RunIdentity};
 use crate::engine::Engine;
-use crate::error::{Error, Result};
 
 /// Label keys on every container agentguard starts.
 pub const LABEL_OWNER: &str = "agentguard.owner";
@@ -128,28 +127,6 @@ pub(crate) fn process_start(pid: u32) -> Option<String> {
     // The command name (field 2) may contain spaces; fields after it follow the last ')'.
     let after = &stat[stat.rfind(')')? + 1..];
     after.split_whitespace().nth(19).map(str::to_owned)
-}
-
-/// The real uid and gid of this process, from `/proc/self/status` (no unsafe code).
-pub(crate) fn own_ids() -> Result<(u32, u32)> {
-    let path = Path::new("/proc/self/status");
-    let status = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        action: "reading this process's uid and gid",
-        path: path.to_owned(),
-        source,
-    })?;
-    let field = |name: &str| -> Option<u32> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-    };
-    field("Uid:").zip(field("Gid:")).ok_or_else(|| Error::Io {
-        action: "reading this process's uid and gid",
-        path: path.to_owned(),
-        source: std::io::Error::other("no Uid: or Gid: line"),
-    })
 }
 
 /// Descriptors held for a run's kill from before the run starts: two engine commands, each

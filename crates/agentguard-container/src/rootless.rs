@@ -10,19 +10,20 @@
 
 use std::path::Path;
 
-use crate::engine::{Engine, EngineKind};
+use crate::engine::Engine;
+use crate::kind::EngineKind;
 
 /// The controllers the limits need: `memory`, `pids` (`--pids-limit`), `cpu` (`--cpus`).
 const CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
 
 /// True when `engine` runs rootless for this process: Podman, and this user is not root.
 pub(crate) fn is_rootless(engine: &Engine) -> bool {
-    engine.kind == EngineKind::Podman && crate::process::own_ids().is_ok_and(|(uid, _)| uid != 0)
+    engine.kind == EngineKind::Podman && crate::values::own_ids().is_ok_and(|(uid, _)| uid != 0)
 }
 
 /// Why a rootless engine would not apply the limits on this host, if it would not.
 pub(crate) fn unenforced_limits() -> Option<String> {
-    let uid = crate::process::own_ids().map_or(0, |(uid, _)| uid);
+    let uid = crate::values::own_ids().map_or(0, |(uid, _)| uid);
     unenforced_limits_in(Path::new("/sys/fs/cgroup"), uid)
 }
 
@@ -52,9 +53,6 @@ pub(crate) fn unenforced_limits_in(root: &Path, uid: u32) -> Option<String> {
         ))
     }
 }
-
-/// What to do about it, for every message that names the cause.
-pub(crate) const FIX: &str = "use a cgroup v2 host that delegates the memory, pids and cpu controllers to this user (systemd: `Delegate=memory pids cpu` for user@.service), or run the engine as root; `accept_weakened = [\"limits\"]` runs without the limits";
 
 #[cfg(test)]
 mod tests {

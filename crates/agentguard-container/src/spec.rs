@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use agentguard_policy::CommandAllowlist;
 
-use crate::builder::ContainerSpecBuilder;
-use crate::engine::{Engine, EngineKind};
+use crate::engine::Engine;
 use crate::error::{Result, invalid};
+use crate::kind::EngineKind;
 use crate::values::{ByteSize, Cpus, Pull, Runtime, UserIds};
 
 /// How the workspace is mounted.
@@ -36,6 +36,17 @@ impl WorkspaceMode {
         }
     }
 }
+
+/// The variables a run with a relay sets (pointing at the relay, or empty): never taken from
+/// the spec's environment.
+pub const PROXY_VARIABLES: &[&str] = &[
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
 
 /// A validated, hardened container specification.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,19 +119,10 @@ impl ContainerSpec {
         self.user
     }
 
-    /// Starts a builder for `image` with every hardened default.
-    pub fn builder(image: impl Into<String>) -> ContainerSpecBuilder {
-        ContainerSpecBuilder {
-            spec: ContainerSpec::hardened(image.into()),
-            commands: Vec::new(),
-            error: None,
-        }
-    }
-
     /// The hardened defaults of SPEC.md, written once: docker, no network, user nobody, 512m
     /// memory without swap, one CPU, 128 pids, a 64m noexec /tmp, a read-only workspace, 300 s,
     /// 64 KiB of output, and images that must already be present.
-    fn hardened(image: String) -> ContainerSpec {
+    pub(crate) fn hardened(image: String) -> ContainerSpec {
         ContainerSpec {
             engine: Engine::of_kind(EngineKind::Docker),
             image,

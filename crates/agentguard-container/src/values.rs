@@ -199,7 +199,7 @@ impl UserIds {
     /// not root; otherwise refused. Never root.
     pub fn for_rw_workspace(workspace: &Path) -> Result<UserIds> {
         use std::os::unix::fs::MetadataExt;
-        let (uid, gid) = crate::process::own_ids()?;
+        let (uid, gid) = own_ids()?;
         if let Some(ids) = UserIds::new(uid, gid) {
             return Ok(ids);
         }
@@ -303,4 +303,26 @@ pub(crate) fn validate_token(field: &'static str, value: &str) -> Result<()> {
             "use letters, digits, `_`, `-` and `.`, not starting with `-`",
         ))
     }
+}
+
+/// The real uid and gid of this process, from `/proc/self/status` (no unsafe code).
+pub(crate) fn own_ids() -> Result<(u32, u32)> {
+    let path = Path::new("/proc/self/status");
+    let status = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        action: "reading this process's uid and gid",
+        path: path.to_owned(),
+        source,
+    })?;
+    let field = |name: &str| -> Option<u32> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+    };
+    field("Uid:").zip(field("Gid:")).ok_or_else(|| Error::Io {
+        action: "reading this process's uid and gid",
+        path: path.to_owned(),
+        source: std::io::Error::other("no Uid: or Gid: line"),
+    })
 }

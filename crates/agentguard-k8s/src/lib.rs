@@ -11,16 +11,18 @@
 
 mod compile;
 mod error;
+mod model;
 mod proxy;
 mod schema;
 mod settings;
 pub mod yaml;
 
-pub use compile::{
-    CONTAINER, EgressPlan, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, Manifests,
-    PROXY_ADDRESS_PLACEHOLDER, RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened, compile,
-};
+pub use compile::compile;
 pub use error::{Error, Result};
+pub use model::{
+    CONTAINER, EgressPlan, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, Manifests,
+    PROXY_ADDRESS_PLACEHOLDER, RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened,
+};
 pub use proxy::proxy_name;
 pub use settings::K8sSettings;
 

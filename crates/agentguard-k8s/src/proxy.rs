@@ -8,11 +8,11 @@
 use agentguard_policy::{IpNet, special_networks};
 use serde_json::{Value, json};
 
-use crate::compile::{
+use crate::error::{Error, Result};
+use crate::model::{
     EgressPlan, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, RunRequest, restricted_container,
     restricted_pod, run_labels,
 };
-use crate::error::{Error, Result};
 use crate::settings::K8sSettings;
 
 /// The proxy's resources: small, and requests = limits like the sandbox's.

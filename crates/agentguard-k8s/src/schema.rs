@@ -9,8 +9,8 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::compile::Manifests;
 use crate::error::{Error, Result};
+use crate::model::Manifests;
 
 /// The ignored (unknown) field paths of `value` read as `T`.
 fn unknown<T: DeserializeOwned>(value: &Value) -> std::result::Result<Vec<String>, String> {

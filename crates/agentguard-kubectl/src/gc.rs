@@ -57,7 +57,7 @@ pub async fn sweep(kubectl: &Kubectl, dry_run: bool) -> Result<Vec<StaleRun>> {
             &[("app.kubernetes.io/managed-by", "agentguard")],
         )
         .await?;
-    let now = crate::canary::now();
+    let now = crate::proof::now();
     let (_, here) = host_label();
     let mut stale = Vec::new();
     for job in &jobs {

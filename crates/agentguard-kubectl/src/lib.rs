@@ -16,6 +16,7 @@ mod error;
 pub mod gc;
 mod kubectl;
 mod pod;
+mod proof;
 mod run;
 
 pub use error::{Error, MIN_MINOR, Result};

@@ -74,7 +74,7 @@ async fn run_checked(
         return Ok(Err(NotAccepted(*refused)));
     }
     kubectl.check_server().await?;
-    if proven && let Some(why) = crate::canary::unproven(kubectl).await? {
+    if proven && let Some(why) = crate::proof::unproven(kubectl).await? {
         return Err(Error::Unproven {
             namespace: kubectl.namespace().to_owned(),
             why,

@@ -2,11 +2,10 @@
 //! `mcp_call` event. The client's own text (its name and version, the request id) is kept
 //! [`capped`], so no client can make its event too long for a line.
 
-use agentguard_audit::{Event, capped};
+use agentguard_audit::{AuditSink, Event, capped};
 use agentguard_policy::Value;
 
 use crate::result::Outcome;
-use crate::server::McpServer;
 
 /// Who called, for the audit log.
 pub(crate) struct Caller {
@@ -33,39 +32,37 @@ impl Concluded {
     }
 }
 
-impl McpServer {
-    /// One `mcp_call` event for a concluded call, then its outcome. The client's own text
-    /// (its name and version, the request id) is kept [`capped`]; an event that still cannot
-    /// be recorded is an error, and the caller withholds the result.
-    pub(crate) fn record(
-        &self,
-        tool: &str,
-        caller: &Caller,
-        concluded: Concluded,
-    ) -> Result<Outcome, agentguard_audit::Error> {
-        let Concluded {
-            outcome,
-            container,
-            params,
-        } = concluded;
-        let Some(sink) = &self.inner.audit else {
-            return Ok(outcome);
-        };
-        let mut event = Event::mcp_call(outcome.decision, &outcome.reason, tool, &caller.client)
-            .data("request_id", capped(&caller.request_id).into_owned())
-            .params(&params);
-        if let Some(container) = container {
-            event = event.data("container", container);
-        }
-        if let Some((status, exit_code)) = outcome.ran {
-            event = event
-                .data("run_status", status.as_str())
-                .data("exit_code", exit_code);
-        }
-        if let Some(ms) = outcome.duration_ms {
-            event = event.data("duration_ms", ms);
-        }
-        sink.record(event)?;
-        Ok(outcome)
+/// One `mcp_call` event for a concluded call in `sink`, then its outcome. The client's own
+/// text (its name and version, the request id) is kept [`capped`]; an event that still cannot
+/// be recorded is an error, and the caller withholds the result.
+pub(crate) fn record(
+    sink: Option<&dyn AuditSink>,
+    tool: &str,
+    caller: &Caller,
+    concluded: Concluded,
+) -> Result<Outcome, agentguard_audit::Error> {
+    let Concluded {
+        outcome,
+        container,
+        params,
+    } = concluded;
+    let Some(sink) = sink else {
+        return Ok(outcome);
+    };
+    let mut event = Event::mcp_call(outcome.decision, &outcome.reason, tool, &caller.client)
+        .data("request_id", capped(&caller.request_id).into_owned())
+        .params(&params);
+    if let Some(container) = container {
+        event = event.data("container", container);
     }
+    if let Some((status, exit_code)) = outcome.ran {
+        event = event
+            .data("run_status", status.as_str())
+            .data("exit_code", exit_code);
+    }
+    if let Some(ms) = outcome.duration_ms {
+        event = event.data("duration_ms", ms);
+    }
+    sink.record(event)?;
+    Ok(outcome)
 }

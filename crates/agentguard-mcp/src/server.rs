@@ -138,7 +138,12 @@ impl ServerHandler for McpServer {
             // Recorded too: every call leaves its trace, whatever the client sends.
             let outcome =
                 result::refused(&name, Decision::Deny, "unknown_tool", "no such tool", false);
-            let _ = self.record(&name, &caller, Concluded::new(outcome));
+            let _ = crate::event::record(
+                self.inner.audit.as_deref(),
+                &name,
+                &caller,
+                Concluded::new(outcome),
+            );
             return Err(ErrorData::invalid_params(
                 format!("unknown tool {:?}", crate::present::sanitize(&name)),
                 None,
@@ -150,20 +155,21 @@ impl ServerHandler for McpServer {
         } else {
             self.run(&name, request.arguments.as_ref(), &context).await
         };
-        let outcome = match self.record(&name, &caller, concluded) {
-            Ok(outcome) => outcome,
-            // No trace, no answer: the result is withheld.
-            Err(error) => result::refused(
-                &name,
-                Decision::Error,
-                "audit_failed",
-                &format!(
-                    "the call's audit event could not be recorded ({}); its result is withheld",
-                    error_chain(&error)
+        let outcome =
+            match crate::event::record(self.inner.audit.as_deref(), &name, &caller, concluded) {
+                Ok(outcome) => outcome,
+                // No trace, no answer: the result is withheld.
+                Err(error) => result::refused(
+                    &name,
+                    Decision::Error,
+                    "audit_failed",
+                    &format!(
+                        "the call's audit event could not be recorded ({}); its result is withheld",
+                        error_chain(&error)
+                    ),
+                    false,
                 ),
-                false,
-            ),
-        };
+            };
         Ok(to_result(outcome).into())
     }
 }

@@ -7,64 +7,38 @@
 //! path inside `under`, `string` its anchored pattern. A refusal names the rule ([`Rule`]).
 //! The host-side check of a path (`must_exist`, `kind`) is the container crate's.
 
-use std::fmt;
-
 use icu_properties::CodePointMapData;
 use icu_properties::props::GeneralCategory;
 
-use crate::param::{Param, ParamType, PathRule};
+use crate::param::{Param, ParamSpec, ParamType, PathRule};
+use crate::path::relative_path;
 use crate::rule::{Refused, Rule, refuse};
+use crate::value::{Arg, Placement, Value};
 
 /// The longest value looked at (bytes); longer ones are refused unread.
 pub const MAX_VALUE_BYTES: usize = 1 << 18;
-/// The longest `path` value (bytes), as Linux's `PATH_MAX`.
-pub const MAX_PATH_BYTES: usize = 4096;
-/// The longest component of a `path` value (bytes), as Linux's `NAME_MAX`.
-pub const MAX_COMPONENT_BYTES: usize = 255;
 
-/// A value as a front end received it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Arg {
-    /// Text from a command line (`P=VALUE`): an `integer` param parses it.
-    Word(String),
-    /// A JSON string (or a TOML string default).
-    Text(String),
-    /// A JSON integer (or a TOML integer default).
-    Integer(i128),
-    /// JSON `null`: the param is absent (its default applies, if it has one).
-    Null,
-    /// Another JSON type (a number with a fraction or an exponent, a boolean, an array, an
-    /// object), by its name.
-    Other(&'static str),
-    /// Bytes that are not UTF-8 (shown lossily).
-    NotUtf8(String),
-}
-
-/// A checked value, as it is placed in the argv and recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
-    /// An `enum`, `path` or `string` value (a path as the agent gave it, relative).
-    Text(String),
-    /// An `integer` value.
-    Integer(i64),
-}
-
-impl fmt::Display for Value {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Value::Text(text) => f.write_str(text),
-            Value::Integer(n) => write!(f, "{n}"),
+/// A declared param with its enum values and its default checked by the rules any value
+/// meets (a default that its own rules refuse is a config error naming the key).
+pub(crate) fn declared(
+    name: &str,
+    spec: &ParamSpec,
+    placement: Placement,
+) -> Result<Param, String> {
+    let key = |k: &str| format!("params.{name}.{k}");
+    let mut param = Param::from_spec(name, spec, placement)?;
+    if let ParamType::Enum(values) = &param.ty {
+        for value in values {
+            self::value(&param, placement, &Arg::Text(value.clone()))
+                .map_err(|e| format!("{}: {value:?}: {}", key("values"), e.why))?;
         }
     }
-}
-
-/// Where the template places a param.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placement {
-    /// In at least one argv element on its own (where a leading `-` would be an option).
-    Whole,
-    /// Only after a literal prefix (`--level={level}`).
-    Prefixed,
+    if let Some(default) = &spec.default {
+        let value = self::value(&param, placement, default)
+            .map_err(|e| format!("{}: {}", key("default"), e.why))?;
+        param.default = Some(value);
+    }
+    Ok(param)
 }
 
 /// Checks `arg` against `param`, placed as `placement`.
@@ -192,41 +166,6 @@ fn is_dash_like(c: char) -> bool {
         || CodePointMapData::<GeneralCategory>::new().get(c) == GeneralCategory::DashPunctuation
 }
 
-/// Characters that look like `/`, `.` or `\` (Unicode's confusables for them, and their
-/// fullwidth and small forms).
-fn is_separator_like(c: char) -> bool {
-    matches!(
-        c,
-        '\u{2215}'
-            | '\u{2044}'
-            | '\u{2571}'
-            | '\u{29F8}'
-            | '\u{3033}'
-            | '\u{FF0F}'
-            | '\u{1735}'
-            | '\u{2F03}'
-            | '\u{30CE}'
-            | '\u{4E3F}'
-            | '\u{29F5}'
-            | '\u{29F9}'
-            | '\u{FE68}'
-            | '\u{FF3C}'
-            | '\u{2216}'
-            | '\u{2024}'
-            | '\u{2025}'
-            | '\u{2026}'
-            | '\u{FF0E}'
-            | '\u{FE52}'
-            | '\u{0701}'
-            | '\u{0702}'
-            | '\u{A60E}'
-            | '\u{10A50}'
-            | '\u{0660}'
-            | '\u{06F0}'
-            | '\u{A4F8}'
-    )
-}
-
 fn decimal(text: &str, signed: bool) -> Result<i128, Refused> {
     let digits = match text.strip_prefix('-') {
         Some(rest) if signed => rest,
@@ -261,57 +200,6 @@ fn in_range(n: i128, min: i64, max: i64) -> Result<Value, Refused> {
         ));
     }
     Ok(Value::Integer(n as i64))
-}
-
-/// A normalized relative path: no leading `/`, no empty, `.` or `..` component, no
-/// backslash, percent-encoding or look-alike separator; within the length limits.
-pub(crate) fn relative_path(text: &str) -> Result<String, (Rule, String)> {
-    let fail = |rule: Rule, why: &str| Err((rule, why.to_owned()));
-    if text.is_empty() {
-        return fail(Rule::EmptyComponent, "the path is empty");
-    }
-    if text.starts_with('/') {
-        return fail(
-            Rule::Absolute,
-            "the path begins with `/`; give it relative to the workspace",
-        );
-    }
-    if text.len() > MAX_PATH_BYTES {
-        return fail(Rule::TooLong, "the path is over 4096 bytes");
-    }
-    if text.contains('\\') || has_percent_escape(text) {
-        return fail(
-            Rule::Encoded,
-            "the path has a backslash or percent-encoding, which is never decoded; write the characters themselves",
-        );
-    }
-    if let Some(c) = text.chars().find(|c| is_separator_like(*c)) {
-        return Err((
-            Rule::LookAlike,
-            format!(
-                "the path has U+{:04X}, which looks like `/`, `.` or `\\`",
-                u32::from(c)
-            ),
-        ));
-    }
-    for component in text.split('/') {
-        match component {
-            "" => return fail(Rule::EmptyComponent, "the path has an empty component"),
-            "." => return fail(Rule::DotComponent, "the path has a `.` component"),
-            ".." => return fail(Rule::Traversal, "the path has a `..` component"),
-            c if c.len() > MAX_COMPONENT_BYTES => {
-                return fail(Rule::TooLong, "a component of the path is over 255 bytes");
-            }
-            _ => {}
-        }
-    }
-    Ok(text.to_owned())
-}
-
-fn has_percent_escape(text: &str) -> bool {
-    text.as_bytes()
-        .windows(3)
-        .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit())
 }
 
 fn path(text: &str, rule: &PathRule) -> Result<String, Refused> {

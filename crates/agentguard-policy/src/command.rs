@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::check::Arg;
 use crate::decision::{Denial, Reason};
 use crate::error::{Error, Result};
 use crate::param::ParamSpec;
 use crate::template::{Command, Invocation};
+use crate::value::Arg;
 
 /// Longest accepted command name.
 pub const MAX_COMMAND_NAME_LEN: usize = 64;

@@ -19,18 +19,20 @@ mod error;
 mod hidden;
 mod host;
 mod param;
+mod path;
 mod port;
 mod registry;
 mod rule;
 mod target;
 mod template;
+mod value;
 
 pub use addr::{
     AddrPermit, AddressPolicy, Class, Embedding, SpecialRange, classify, parse_cidr,
     special_networks,
 };
 pub use authority::{Authority, parse_port};
-pub use check::{Arg, MAX_COMPONENT_BYTES, MAX_PATH_BYTES, MAX_VALUE_BYTES, Placement, Value};
+pub use check::MAX_VALUE_BYTES;
 pub use command::{CommandAllowlist, MAX_COMMAND_NAME_LEN};
 pub use decision::{Denial, Reason};
 pub use error::{Error, HostErrorKind, Result};
@@ -41,10 +43,12 @@ pub use param::{
     DEFAULT_MAX_LENGTH, MAX_PARAM_NAME_LEN, MAX_STRING_LENGTH, Param, ParamSpec, ParamType,
     PathKind, PathRule, StringRule,
 };
+pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES};
 pub use port::{DEFAULT_PORT, PortSet};
 pub use rule::Rule;
 pub use target::{TargetPermit, TargetPolicy, TargetPolicyBuilder};
 pub use template::{ArgError, Command, HostCheck, Invocation, WORKSPACE};
+pub use value::{Arg, Placement, Value};
 
 #[cfg(test)]
 mod params_tests;

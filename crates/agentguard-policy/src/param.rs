@@ -3,12 +3,13 @@
 //! (a pattern that does not compile, a default its own rules refuse, a key of another type)
 //! fails at start-up, naming the param and the key.
 //!
-//! The values an agent gives are checked in `check.rs`; where a param goes in the argv is
-//! `template.rs`.
+//! The values an agent gives (and the enum values and default, at load) are checked in
+//! `check.rs`; where a param goes in the argv is `template.rs`.
 
 use std::fmt;
 
-use crate::check::{self, Arg, Placement, Value};
+use crate::path::relative_path;
+use crate::value::{Arg, Placement, Value};
 
 /// Longest accepted param name.
 pub const MAX_PARAM_NAME_LEN: usize = 48;
@@ -169,8 +170,9 @@ pub(crate) fn validate_name(name: &str) -> Result<(), String> {
 }
 
 impl Param {
-    /// Builds a param from its keys; `placement` is where the template puts it (a whole argv
-    /// element, or only after a prefix). Errors name the key and say what to write.
+    /// Builds a param from its keys (its enum values and default are checked by `check.rs`);
+    /// `placement` is where the template puts it (a whole argv element, or only after a
+    /// prefix). Errors name the key and say what to write.
     pub(crate) fn from_spec(
         name: &str,
         spec: &ParamSpec,
@@ -214,23 +216,11 @@ impl Param {
             "path" => path_type(spec, &key)?,
             _ => string_type(spec, &key)?,
         };
-        let mut param = Param {
+        Ok(Param {
             ty,
             description: spec.description.clone(),
             default: None,
-        };
-        if let ParamType::Enum(values) = &param.ty {
-            for value in values {
-                check::value(&param, placement, &Arg::Text(value.clone()))
-                    .map_err(|e| format!("{}: {value:?}: {}", key("values"), e.why))?;
-            }
-        }
-        if let Some(default) = &spec.default {
-            let value = check::value(&param, placement, default)
-                .map_err(|e| format!("{}: {}", key("default"), e.why))?;
-            param.default = Some(value);
-        }
-        Ok(param)
+        })
     }
 }
 
@@ -277,8 +267,7 @@ fn path_type(spec: &ParamSpec, key: &dyn Fn(&str) -> String) -> Result<ParamType
     let under = match &spec.under {
         None => None,
         Some(under) => Some(
-            check::relative_path(under)
-                .map_err(|e| format!("{}: {under:?}: {}", key("under"), e.1))?,
+            relative_path(under).map_err(|e| format!("{}: {under:?}: {}", key("under"), e.1))?,
         ),
     };
     let kind = match spec.path_kind.as_deref() {

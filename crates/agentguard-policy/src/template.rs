@@ -9,10 +9,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::check::{self, Arg, Placement, Value};
+use crate::check;
 use crate::decision::{Denial, Reason};
 use crate::param::{Param, ParamSpec, ParamType, PathKind, validate_name};
 use crate::rule::{Refused, Rule, refuse as refused};
+use crate::value::{Arg, Placement, Value};
 
 /// Where the workspace appears inside the container (and in a `path` value's argv element).
 pub const WORKSPACE: &str = "/workspace";
@@ -157,7 +158,7 @@ impl Command {
                     "params.{param}: the param is declared but no argv element uses {{{param}}}"
                 ));
             };
-            checked.insert(param.clone(), Param::from_spec(param, spec, *at)?);
+            checked.insert(param.clone(), check::declared(param, spec, *at)?);
         }
         Ok(Command {
             name: name.to_owned(),

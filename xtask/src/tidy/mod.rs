@@ -4,11 +4,13 @@
 //! (rust-analyzer's tidy pattern). Each check names the file and the rule it breaks:
 //! `source` reads the Rust files (docs line, purity, who spawns, sizes), `graph` reads the
 //! manifests through `cargo metadata` (lints, banned dependencies, the crate graph of
-//! DESIGN.md), and `docs` compares the tables in docs/ with the code (reason codes, exit
-//! codes, audit keys).
+//! DESIGN.md), `docs` compares the tables in docs/ with the code (reason codes, exit
+//! codes, audit keys, param rules), and `layers` holds each crate's modules to the import order
+//! of docs/ARCHITECTURE.md's tables.
 
 mod docs;
 mod graph;
+mod layers;
 mod source;
 
 use std::fs;
@@ -44,6 +46,7 @@ pub(crate) fn run() -> Result<()> {
     source::check(&root, &rust_files, &mut problems)?;
     graph::check(&root, &mut problems)?;
     docs::check(&root, &rust_files, &mut problems)?;
+    layers::check(&root, &mut problems)?;
     for entry in fs::read_dir(&root)?.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if !ROOT_ENTRIES.contains(&name.as_str()) {
