@@ -264,7 +264,7 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         message,
     };
     let on_cluster = file.engine.as_deref() == Some(kubernetes::ENGINE);
-    let kubernetes = check_weakened(&file.accept_weakened, on_cluster)
+    let kubernetes = kubernetes::check_weakened(&file.accept_weakened, on_cluster)
         .and_then(|()| kubernetes::from_file(on_cluster, file.kubernetes.take()))
         .map_err(parse_error)?;
     let engine = match &file.engine {
@@ -319,20 +319,6 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         target,
         audit,
     })
-}
-
-/// The top-level `accept_weakened`: on a local engine only `limits`; on a cluster, none (its
-/// own list is `[kubernetes] accept_weakened`).
-fn check_weakened(accepted: &[String], on_cluster: bool) -> Result<(), String> {
-    match accepted.iter().find(|w| *w != "limits" || on_cluster) {
-        None => Ok(()),
-        Some(_) if on_cluster => {
-            Err("accept_weakened: on Kubernetes, write it in the [kubernetes] table".into())
-        }
-        Some(other) => Err(format!(
-            "accept_weakened: {other:?} is not a weakening a local engine may have; the only one is \"limits\" (a rootless engine that would apply no memory, cpus or pids limit)"
-        )),
-    }
 }
 
 /// What only one kind of target refuses: `[egress] nameservers` on a cluster (its proxy pod

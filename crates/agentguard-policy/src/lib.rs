@@ -51,6 +51,4 @@ pub use template::{ArgError, Command, HostCheck, Invocation, WORKSPACE};
 pub use value::{Arg, Placement, Value};
 
 #[cfg(test)]
-mod params_tests;
-#[cfg(test)]
 mod tests;

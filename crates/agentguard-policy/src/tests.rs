@@ -4,6 +4,8 @@
 //! implementation's tables: for every block, its first and last address, and where the
 //! neighbouring address outside the block is public, that neighbour too.
 
+mod params;
+
 use std::net::IpAddr;
 
 use crate::*;

@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 /// Files that are roots or tests, never a row of a table.
 fn is_root_or_test(module: &str) -> bool {
     let file = module.rsplit('/').next().unwrap_or(module);
-    matches!(file, "lib" | "main" | "tests") || file.ends_with("_tests")
+    matches!(file, "lib" | "main") || module.split('/').any(|part| part == "tests")
 }
 
 pub(super) fn check(root: &Path, problems: &mut Vec<String>) -> Result<()> {

@@ -81,3 +81,17 @@ impl KubernetesTable {
         })
     }
 }
+
+/// The top-level `accept_weakened`: on a local engine only `limits`; on a cluster, none (its
+/// own list is `[kubernetes] accept_weakened`).
+pub(crate) fn check_weakened(accepted: &[String], on_cluster: bool) -> Result<(), String> {
+    match accepted.iter().find(|w| *w != "limits" || on_cluster) {
+        None => Ok(()),
+        Some(_) if on_cluster => {
+            Err("accept_weakened: on Kubernetes, write it in the [kubernetes] table".into())
+        }
+        Some(other) => Err(format!(
+            "accept_weakened: {other:?} is not a weakening a local engine may have; the only one is \"limits\" (a rootless engine that would apply no memory, cpus or pids limit)"
+        )),
+    }
+}
