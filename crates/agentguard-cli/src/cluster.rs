@@ -52,7 +52,7 @@ pub(crate) fn run(
             return Err(denial.into());
         }
     };
-    let network = crate::k8s::checked_network(config, &args.name)?;
+    let network = checked_network(config, &args.name)?;
     let request = RunRequest {
         spec: &config.spec,
         invocation: &invocation,
@@ -77,6 +77,29 @@ pub(crate) fn run(
         }
     })?;
     finish(args, &invocation, image, &job, outcome, record)
+}
+
+impl Cluster {
+    /// The one identity of a run on this cluster: a fresh Job name, and the owner labels with
+    /// this host's, the same for `run`, `k8s manifests` and `doctor`.
+    pub(crate) fn identity(&self, spec: &agentguard_container::ContainerSpec) -> (String, Vec<(String, String)>) {
+        let identity = agentguard_container::ContainerExecutor::new(spec.clone()).identity();
+        let mut labels = identity.labels;
+        labels.push(agentguard_kubectl::gc::host_label());
+        (identity.name, labels)
+    }
+}
+
+/// The network of the allowlisted command `name` on a cluster, once the egress settings make
+/// a policy, as for any run.
+pub(crate) fn checked_network(
+    config: &RunConfig,
+    name: &str,
+) -> anyhow::Result<agentguard_k8s::RunNetwork> {
+    config
+        .commands
+        .sandbox(config.spec.clone(), None, agentguard_container::Streaming::Off)?;
+    config.commands.k8s_network(name)
 }
 
 /// Records and reports how the run ended.

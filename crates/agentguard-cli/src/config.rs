@@ -132,17 +132,6 @@ pub(crate) struct Cluster {
     pub(crate) workspace_rw: bool,
 }
 
-impl Cluster {
-    /// The one identity of a run on this cluster: a fresh Job name, and the owner labels with
-    /// this host's, the same for `run`, `k8s manifests` and `doctor`.
-    pub(crate) fn identity(&self, spec: &ContainerSpec) -> (String, Vec<(String, String)>) {
-        let identity = agentguard_container::ContainerExecutor::new(spec.clone()).identity();
-        let mut labels = identity.labels;
-        labels.push(agentguard_kubectl::gc::host_label());
-        (identity.name, labels)
-    }
-}
-
 impl RunConfig {
     /// The cluster, when runs go to one.
     pub(crate) fn cluster(&self) -> Option<&Cluster> {

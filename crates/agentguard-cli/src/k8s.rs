@@ -3,7 +3,6 @@
 //! keep are named on stderr, with whether the config accepts them (`[kubernetes]
 //! accept_weakened`); a run refuses the ones it does not.
 
-use agentguard_container::Streaming;
 use agentguard_k8s::{RunRequest, compile, yaml};
 
 use crate::args::{K8sCanaryArgs, K8sCommand, K8sManifestsArgs};
@@ -15,18 +14,6 @@ pub(crate) fn run(command: &K8sCommand) -> anyhow::Result<u8> {
         K8sCommand::Manifests(args) => manifests(args),
         K8sCommand::Canary(args) => canary(args),
     }
-}
-
-/// The network of the allowlisted command `name` on a cluster, once the egress settings make
-/// a policy, as for any run.
-pub(crate) fn checked_network(
-    config: &config::RunConfig,
-    name: &str,
-) -> anyhow::Result<agentguard_k8s::RunNetwork> {
-    config
-        .commands
-        .sandbox(config.spec.clone(), None, Streaming::Off)?;
-    config.commands.k8s_network(name)
 }
 
 fn manifests(args: &K8sManifestsArgs) -> anyhow::Result<u8> {
@@ -42,7 +29,7 @@ fn manifests(args: &K8sManifestsArgs) -> anyhow::Result<u8> {
     let params = crate::args::param_words(&args.params)?;
     let invocation = config.spec.commands().invoke(&args.name, &params)?;
     let (job, labels) = cluster.identity(&config.spec);
-    let network = checked_network(&config, &args.name)?;
+    let network = crate::cluster::checked_network(&config, &args.name)?;
     let request = RunRequest {
         spec: &config.spec,
         invocation: &invocation,
