@@ -82,7 +82,10 @@ pub(crate) fn run(
 impl Cluster {
     /// The one identity of a run on this cluster: a fresh Job name, and the owner labels with
     /// this host's, the same for `run`, `k8s manifests` and `doctor`.
-    pub(crate) fn identity(&self, spec: &agentguard_container::ContainerSpec) -> (String, Vec<(String, String)>) {
+    pub(crate) fn identity(
+        &self,
+        spec: &agentguard_container::ContainerSpec,
+    ) -> (String, Vec<(String, String)>) {
         let identity = agentguard_container::ContainerExecutor::new(spec.clone()).identity();
         let mut labels = identity.labels;
         labels.push(agentguard_kubectl::gc::host_label());
@@ -96,9 +99,11 @@ pub(crate) fn checked_network(
     config: &RunConfig,
     name: &str,
 ) -> anyhow::Result<agentguard_k8s::RunNetwork> {
-    config
-        .commands
-        .sandbox(config.spec.clone(), None, agentguard_container::Streaming::Off)?;
+    config.commands.sandbox(
+        config.spec.clone(),
+        None,
+        agentguard_container::Streaming::Off,
+    )?;
     config.commands.k8s_network(name)
 }
 

@@ -5,13 +5,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentguard_audit::AuditSink;
 use agentguard_container::ContainerSpec;
 use agentguard_netpin::DnsResolver;
-use agentguard_policy::{ParamSpec, TargetPolicy, parse_cidr};
+use agentguard_policy::{IpNet, ParamSpec, TargetPolicy, parse_cidr};
 use agentguard_sandbox::relay::RelayProgram;
 use agentguard_sandbox::{Network, Sandbox};
 use anyhow::Context;
@@ -138,6 +139,9 @@ impl FetchTable {
 pub(crate) struct Commands {
     network: Network,
     egress: EgressTable,
+    /// `[egress] allow_cidrs` and `nameservers`, parsed once at load.
+    cidrs: Vec<IpNet>,
+    nameservers: Vec<SocketAddr>,
     networks: BTreeMap<String, Network>,
     egress_allow: BTreeMap<String, Vec<String>>,
     descriptions: BTreeMap<String, String>,
@@ -155,12 +159,23 @@ impl Commands {
         let mut out = Commands {
             network: network.map_or(Ok(Network::None), |n| parse("network", n))?,
             egress: egress.unwrap_or_default(),
+            cidrs: Vec::new(),
+            nameservers: Vec::new(),
             networks: BTreeMap::new(),
             egress_allow: BTreeMap::new(),
             descriptions: BTreeMap::new(),
         };
         check_ports("[egress] allow_ports", out.egress.allow_ports.as_deref())?;
         check_patterns("[egress] allow", &out.egress.allow)?;
+        for cidr in &out.egress.allow_cidrs {
+            let net = parse_cidr(cidr).map_err(|e| format!("[egress] allow_cidrs: {e}"))?;
+            out.cidrs.push(net);
+        }
+        for server in &out.egress.nameservers {
+            let addr = DnsResolver::parse_nameserver(server)
+                .map_err(|e| format!("[egress] nameservers: {e}"))?;
+            out.nameservers.push(addr);
+        }
         for (name, entry) in commands {
             let CommandEntry::Table(table) = entry else {
                 continue;
@@ -205,7 +220,7 @@ impl Commands {
 
     /// True when `[egress] nameservers` names any server.
     pub(crate) fn has_nameservers(&self) -> bool {
-        !self.egress.nameservers.is_empty()
+        !self.nameservers.is_empty()
     }
 
     /// The descriptions given in `[commands.NAME]` tables.
@@ -234,12 +249,11 @@ impl Commands {
         for port in egress.allow_ports.iter().flatten() {
             builder = builder.egress_port(*port);
         }
-        for cidr in &egress.allow_cidrs {
-            builder = builder.egress_cidr(parse_cidr(cidr).context("[egress] allow_cidrs")?);
+        for cidr in &self.cidrs {
+            builder = builder.egress_cidr(*cidr);
         }
-        for server in &egress.nameservers {
-            let addr = DnsResolver::parse_nameserver(server).context("[egress] nameservers")?;
-            builder = builder.nameserver(addr);
+        for server in &self.nameservers {
+            builder = builder.nameserver(*server);
         }
         if let Some(port) = egress.proxy_port {
             builder = builder.proxy_port(port);
