@@ -32,6 +32,8 @@ pub struct Command {
     argv: Vec<String>,
     template: Vec<Element>,
     params: BTreeMap<String, Param>,
+    /// Where each param is placed, decided once from the template.
+    placements: BTreeMap<String, Placement>,
 }
 
 /// A path the container crate must check on the host before the run: every component with
@@ -152,6 +154,7 @@ impl Command {
             template.push(parsed);
         }
         let mut checked = BTreeMap::new();
+        let mut placements = BTreeMap::new();
         for (param, spec) in params {
             let Some(at) = placement.get(param.as_str()) else {
                 return Err(format!(
@@ -159,12 +162,14 @@ impl Command {
                 ));
             };
             checked.insert(param.clone(), check::declared(param, spec, *at)?);
+            placements.insert(param.clone(), *at);
         }
         Ok(Command {
             name: name.to_owned(),
             argv,
             template,
             params: checked,
+            placements,
         })
     }
 
@@ -212,7 +217,7 @@ impl Command {
         }
         let mut values = BTreeMap::new();
         for (name, param) in &self.params {
-            let at = self.placement(name);
+            let at = self.placements[name];
             let value = match (given.get(name.as_str()), &param.default) {
                 (None | Some(Arg::Null), Some(default)) => default.clone(),
                 (None, None) => {
@@ -226,17 +231,6 @@ impl Command {
             values.insert(name.as_str(), value);
         }
         Ok(self.place(values))
-    }
-
-    fn placement(&self, param: &str) -> Placement {
-        let whole = self.template.iter().any(
-            |e| matches!(e, Element::Slot { prefix, param: p } if p == param && prefix.is_empty()),
-        );
-        if whole {
-            Placement::Whole
-        } else {
-            Placement::Prefixed
-        }
     }
 
     fn place(&self, values: BTreeMap<&str, Value>) -> Invocation {
