@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use agentguard_policy::Invocation;
 
 use crate::kind::EngineKind;
-use crate::spec::{ContainerSpec, PROXY_VARIABLES, WorkspaceMode};
+use crate::spec::{ContainerSpec, WorkspaceMode, proxy_environment};
 
 /// Where the workspace appears inside the container (where a `path` param's value points).
 pub const WORKSPACE_TARGET: &str = agentguard_policy::WORKSPACE;
@@ -244,12 +244,7 @@ impl ContainerSpec {
             ]);
         }
         let url = format!("http://127.0.0.1:{}", relay.port);
-        for key in PROXY_VARIABLES {
-            let value = if key.eq_ignore_ascii_case("no_proxy") {
-                ""
-            } else {
-                &url
-            };
+        for (key, value) in proxy_environment(&url) {
             args.push(&["--env", &format!("{key}={value}")]);
         }
     }

@@ -40,7 +40,7 @@ pub use kill::KILL_ATTEMPTS;
 pub use kind::EngineKind;
 pub use process::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START};
 pub use result::{RunResult, RunStatus};
-pub use spec::{ContainerSpec, ImagePin, PROXY_VARIABLES, WorkspaceMode};
+pub use spec::{ContainerSpec, ImagePin, PROXY_VARIABLES, WorkspaceMode, proxy_environment};
 pub use terminal::Neutralized;
 pub use values::{ByteSize, Cpus, Pull, Runtime, UserIds};
 

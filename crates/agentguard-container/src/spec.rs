@@ -48,6 +48,19 @@ pub const PROXY_VARIABLES: &[&str] = &[
     "no_proxy",
 ];
 
+/// The value of each of [`PROXY_VARIABLES`] for a run whose proxy is `url` (`NO_PROXY` empty),
+/// the same for a local relay and a cluster's proxy Service.
+pub fn proxy_environment(url: &str) -> impl Iterator<Item = (&'static str, String)> + '_ {
+    PROXY_VARIABLES.iter().map(move |key| {
+        let value = if key.eq_ignore_ascii_case("no_proxy") {
+            String::new()
+        } else {
+            url.to_owned()
+        };
+        (*key, value)
+    })
+}
+
 /// A validated, hardened container specification.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContainerSpec {
@@ -86,6 +99,19 @@ pub enum ImagePin {
     Digest(String),
     /// `sha256:<image id>`: the local image with exactly this ID.
     Id(String),
+}
+
+impl ImagePin {
+    /// How `image` pins its content: a tag, `name@sha256:...`, or `sha256:<id>`.
+    pub fn of(image: &str) -> ImagePin {
+        image_pin(image)
+    }
+
+    /// True when the content is fixed (a digest or an ID), so pulling it cannot change what
+    /// runs; a tag must already be where it runs.
+    pub fn is_pinned(&self) -> bool {
+        !matches!(self, ImagePin::Tag)
+    }
 }
 
 impl ContainerSpec {

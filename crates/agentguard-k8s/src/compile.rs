@@ -15,15 +15,15 @@
 
 use std::net::IpAddr;
 
-use agentguard_container::{ContainerSpec, ImagePin};
+use agentguard_container::ContainerSpec;
 
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::model::{
     CONTAINER, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, Manifests, PROXY_ADDRESS_PLACEHOLDER,
-    RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened, restricted_container, restricted_pod,
-    run_labels,
+    RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened, pull_policy, restricted_container,
+    restricted_pod, run_labels,
 };
 use crate::settings::K8sSettings;
 
@@ -65,11 +65,7 @@ pub fn compile(request: &RunRequest<'_>, settings: &K8sSettings) -> Result<Manif
         mounts.push(json!({"name": "workspace", "mountPath": agentguard_container::WORKSPACE_TARGET, "readOnly": ro}));
         volumes.push(json!({"name": "workspace", "persistentVolumeClaim": {"claimName": claim, "readOnly": ro}}));
     }
-    // A pinned image never changes, so it may be pulled; a tag must already be on the node.
-    let pull = match spec.image_pin() {
-        ImagePin::Tag => "Never",
-        ImagePin::Digest(_) | ImagePin::Id(_) => "IfNotPresent",
-    };
+    let pull = pull_policy(spec.image());
     let mut container = json!({
         "name": CONTAINER,
         "image": spec.image(),
@@ -140,12 +136,7 @@ fn environment(spec: &ContainerSpec, network: &RunNetwork) -> Vec<Value> {
             },
         );
         let url = format!("http://{host}:{}", plan.proxy_port);
-        for key in agentguard_container::PROXY_VARIABLES {
-            let value = if key.eq_ignore_ascii_case("no_proxy") {
-                ""
-            } else {
-                url.as_str()
-            };
+        for (key, value) in agentguard_container::proxy_environment(&url) {
             env.push(json!({"name": key, "value": value}));
         }
     }

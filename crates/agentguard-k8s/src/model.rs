@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use agentguard_container::ContainerSpec;
+use agentguard_container::{ContainerSpec, ImagePin};
 use agentguard_policy::Invocation;
 use serde_json::{Value, json};
 
@@ -120,6 +120,17 @@ impl Manifests {
         documents.push(self.network_policy.clone());
         documents.push(self.job.clone());
         documents
+    }
+}
+
+/// The pull rule of every image a run uses (the sandbox's and the proxy's): a pinned image
+/// (`name@sha256:...`, `sha256:<id>`) never changes, so it may be pulled; a tag must already
+/// be on the node.
+pub(crate) fn pull_policy(image: &str) -> &'static str {
+    if ImagePin::of(image).is_pinned() {
+        "IfNotPresent"
+    } else {
+        "Never"
     }
 }
 

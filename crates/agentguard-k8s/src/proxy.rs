@@ -5,12 +5,13 @@
 //! (and the configured `allow_cidrs`). The proxy's own public-only check stays the authority:
 //! a NetworkPolicy does not cover traffic to the node itself.
 
+use agentguard_container::UserIds;
 use agentguard_policy::{IpNet, special_networks};
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    EgressPlan, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, RunRequest, restricted_container,
+    EgressPlan, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, RunRequest, pull_policy, restricted_container,
     restricted_pod, run_labels,
 };
 use crate::settings::K8sSettings;
@@ -43,7 +44,8 @@ pub(crate) fn objects(
         plan.ports.clone()
     };
     let argv = proxy_argv(plan, &ports);
-    let mut pod = restricted_pod(65534, 65534);
+    let nobody = UserIds::NOBODY;
+    let mut pod = restricted_pod(nobody.uid, nobody.gid);
     pod.insert("terminationGracePeriodSeconds".into(), json!(15));
     let resources = json!({"cpu": PROXY_CPU, "memory": PROXY_MEMORY});
     pod.insert(
@@ -51,7 +53,7 @@ pub(crate) fn objects(
         json!([{
             "name": "proxy",
             "image": image,
-            "imagePullPolicy": if image.contains("@sha256:") { "IfNotPresent" } else { "Never" },
+            "imagePullPolicy": pull_policy(image),
             "command": argv,
             "ports": [{"name": "proxy", "containerPort": plan.proxy_port, "protocol": "TCP"}],
             "readinessProbe": {"tcpSocket": {"port": plan.proxy_port}, "periodSeconds": 2},

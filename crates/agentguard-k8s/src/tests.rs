@@ -293,3 +293,39 @@ fn the_proxy_address_fills_the_proxy_variables_once_known() {
         "{env}"
     );
 }
+
+/// The sandbox's image and the proxy's follow one pull rule: pinned (`@sha256:` or a bare
+/// `sha256:<id>`) may be pulled, a tag must be on the node.
+#[test]
+fn the_proxy_image_gets_the_same_pull_rule_as_the_runs_image() {
+    let spec = spec(None);
+    let invocation = spec.commands().invoke("run_tests", &[]).unwrap();
+    let request = RunRequest {
+        spec: &spec,
+        invocation: &invocation,
+        run_id: "agentguard-4242-1-0",
+        labels: &[],
+        network: egress(),
+        workspace_rw: false,
+    };
+    for (image, want) in [
+        (
+            format!("localhost/agentguard@sha256:{}", "b".repeat(64)),
+            "IfNotPresent",
+        ),
+        (format!("sha256:{}", "c".repeat(64)), "IfNotPresent"),
+        ("localhost/agentguard:1".to_owned(), "Never"),
+    ] {
+        let mut settings = settings();
+        settings.proxy_image = Some(image.clone());
+        let manifests = compile(&request, &settings).unwrap();
+        let deployment = &manifests.proxy.as_ref().unwrap()[1];
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["imagePullPolicy"], want, "{image}");
+        let ids = &deployment["spec"]["template"]["spec"]["securityContext"];
+        assert_eq!(
+            (ids["runAsUser"].as_u64(), ids["runAsGroup"].as_u64()),
+            (Some(65534), Some(65534))
+        );
+    }
+}
