@@ -64,8 +64,6 @@ pub struct RunIdentity {
     pub labels: Vec<(String, String)>,
     /// The relay and the proxy socket to mount, or `None` for no network at all.
     pub relay: Option<Relay>,
-    /// Counts the run's output as it arrives (for progress reports), if set.
-    pub meter: Option<crate::capture::OutputMeter>,
 }
 
 /// The host side of a relay: the network stays `none`, the relay program and the proxy's

@@ -52,15 +52,6 @@ impl OutputMeter {
     }
 }
 
-/// Two meters are equal when they share one count.
-impl PartialEq for OutputMeter {
-    fn eq(&self, other: &OutputMeter) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for OutputMeter {}
-
 /// Why agentguard stopped a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stop {

@@ -18,7 +18,7 @@ use agentguard_audit::{AuditSink, Decision, Event, error_chain};
 use agentguard_policy::{Arg, Invocation, Value};
 
 use crate::argv::{EngineCommand, RunIdentity};
-use crate::capture::{Plan, Stop, capture};
+use crate::capture::{OutputMeter, Plan, Stop, capture};
 use crate::error::RunError;
 use crate::process::{run_quiet, spawn_command};
 use crate::result::{RunResult, RunStatus};
@@ -114,11 +114,24 @@ impl ContainerExecutor {
         invocation: &Invocation,
         identity: &RunIdentity,
     ) -> Result<RunResult, RunError> {
+        self.run_metered(invocation, identity, None).await
+    }
+
+    /// [`ContainerExecutor::run_with`], counting the output as it arrives in `meter` (for
+    /// progress reports).
+    pub async fn run_metered(
+        &self,
+        invocation: &Invocation,
+        identity: &RunIdentity,
+        meter: Option<&OutputMeter>,
+    ) -> Result<RunResult, RunError> {
         let command = self.spec.run_command(invocation, identity);
         let engine = self.spec.engine().clone();
         let global = self.spec.global_args();
         let sweeper = tokio::spawn(async move { crate::gc::sweep(&engine, &global, false).await });
-        let outcome = self.execute(invocation.command(), &command, identity).await;
+        let outcome = self
+            .execute(invocation.command(), &command, identity, meter)
+            .await;
         match sweeper.await {
             Ok(Ok(stale)) if !stale.is_empty() => {
                 tracing::info!(removed = stale.len(), "removed stale agentguard containers")
@@ -201,6 +214,7 @@ impl ContainerExecutor {
         name: &str,
         invocation: &EngineCommand,
         identity: &RunIdentity,
+        meter: Option<&OutputMeter>,
     ) -> Result<RunResult, RunError> {
         if let Some(why) = self.spec.unenforced_limits()
             && !self.spec.accepts_weakened_limits()
@@ -227,7 +241,6 @@ impl ContainerExecutor {
             neutralize: self.streaming == Streaming::Safe,
         };
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-        let meter = identity.meter.as_ref();
         let captured = capture(stdout, stderr, plan, meter, || {
             self.spawn_kill(&identity.name, Some(reserve))
         })

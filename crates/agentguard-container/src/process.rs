@@ -116,7 +116,6 @@ pub(crate) fn identity(timeout: Duration) -> RunIdentity {
             (LABEL_DEADLINE.into(), deadline.as_secs().to_string()),
         ],
         relay: None,
-        meter: None,
     }
 }
 

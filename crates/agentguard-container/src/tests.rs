@@ -13,7 +13,6 @@ fn identity() -> RunIdentity {
         name: "agentguard-test-1".into(),
         labels: vec![("agentguard.owner".into(), "4242".into())],
         relay: None,
-        meter: None,
     }
 }
 

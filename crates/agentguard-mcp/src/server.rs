@@ -202,10 +202,7 @@ impl McpServer {
             Err(outcome) => return Concluded::new(outcome),
         };
         let meter = OutputMeter::new();
-        let identity = RunIdentity {
-            meter: Some(meter.clone()),
-            ..sandbox.identity()
-        };
+        let identity = sandbox.identity();
         let mut guard = RunGuard::new(self.clone(), identity.name.clone());
         let ended = self.wait(&invocation, &identity, &meter, context).await;
         let outcome = self.conclude(&invocation, &identity.name, ended).await;
@@ -257,7 +254,7 @@ impl McpServer {
         let inner = &self.inner;
         let name = invocation.command();
         let timeout = inner.sandbox.executor().spec().timeout();
-        let run = inner.sandbox.run_with(invocation, identity);
+        let run = inner.sandbox.run_metered(invocation, identity, Some(meter));
         tokio::pin!(run);
         let token = context.meta.get_progress_token();
         let start = tokio::time::Instant::now();

@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+mod builder;
 mod count;
 mod error;
 mod finished;
@@ -24,8 +25,9 @@ pub mod relay;
 pub mod run_dir;
 mod sandbox;
 
+pub use builder::SandboxBuilder;
 pub use count::{EgressCounts, MAX_REFUSAL_EVENTS, MERGE_WINDOW};
 pub use error::{Error, Result};
 pub use finished::Finished;
 pub use network::{DEFAULT_PROXY_PORT, Network};
-pub use sandbox::{Sandbox, SandboxBuilder};
+pub use sandbox::Sandbox;
