@@ -1,6 +1,7 @@
 //! Real servers for network tests, all on loopback: a DNS server speaking the DNS protocol
 //! over UDP, a TLS upstream with a test CA, and a listener that records who connected; and a
-//! fake container engine CLI for the tests around an engine.
+//! fake container engine CLI for the tests around an engine; and the one bounded wait on a
+//! condition ([`eventually`]).
 //!
 //! It exists so that the netpin and egress tests meet real protocol peers instead of mocks,
 //! while obeying the network rule: everything binds to 127.0.0.0/8 and nothing here ever
@@ -16,6 +17,7 @@ pub mod index;
 mod kmock;
 mod listener;
 mod tls;
+mod wait;
 
 pub use clients::{CLIENT_ENV, clean_client_env};
 pub use dns::FakeDns;
@@ -24,3 +26,4 @@ pub use engine::FakeEngine;
 pub use kmock::{KmockCluster, REQUIRE_KMOCK};
 pub use listener::RecordingListener;
 pub use tls::{Seen, TestCa, TlsUpstream};
+pub use wait::{eventually, eventually_blocking};

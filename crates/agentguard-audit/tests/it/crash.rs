@@ -1,6 +1,8 @@
 //! A writer killed with SIGKILL in the middle of a storm of appends.
 //!
-//! The test re-runs its own binary as the writer (selected by an environment variable), reads
+//! Each test re-runs its own binary, filtered to itself, as the writer (selected by an
+//! environment variable, so the child is the same test in writer mode, never a test that
+//! passes by doing nothing), reads
 //! the writer's acknowledgements from a pipe, kills it with SIGKILL mid-storm, and checks the
 //! file: the intact prefix verifies, a torn tail (if any) is named as such on the last line,
 //! every event acknowledged in flush mode is there, and after a repair the chain continues.
@@ -52,14 +54,9 @@ fn writer(path: &str, mode: &str) -> ! {
 
 /// Runs the writer until it has acknowledged at least `min_acked`, kills it with SIGKILL, and
 /// returns the last acknowledged sequence number.
-fn kill_mid_storm(path: &Path, mode: &str, min_acked: u64) -> u64 {
+fn kill_mid_storm(path: &Path, mode: &str, min_acked: u64, test: &str) -> u64 {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "crash::sigkill_child_entry",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD_PATH, path)
         .env(CHILD_MODE, mode)
         .stdout(Stdio::piped())
@@ -81,9 +78,9 @@ fn kill_mid_storm(path: &Path, mode: &str, min_acked: u64) -> u64 {
     acked
 }
 
-/// Not a test of its own: the entry point of the writer process (a no-op when run normally).
-#[test]
-fn sigkill_child_entry() {
+/// In the writer process (the test re-run by itself), becomes the writer and never returns;
+/// in the test itself, does nothing.
+fn become_the_writer_if_asked() {
     if let (Ok(path), Ok(mode)) = (std::env::var(CHILD_PATH), std::env::var(CHILD_MODE)) {
         writer(&path, &mode);
     }
@@ -141,21 +138,26 @@ fn check_after_crash(path: &Path, acked: Option<u64>) {
 
 #[test]
 fn sigkill_in_flush_mode_loses_nothing_acknowledged() {
+    become_the_writer_if_asked();
     for round in 0..3 {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let acked = kill_mid_storm(&path, "flush", 2_000 + 1_000 * round);
+        let test = "crash::sigkill_in_flush_mode_loses_nothing_acknowledged";
+        let acked = kill_mid_storm(&path, "flush", 2_000 + 1_000 * round, test);
         check_after_crash(&path, Some(acked));
     }
 }
 
 #[test]
 fn sigkill_in_buffered_mode_leaves_a_verifiable_prefix_and_a_named_torn_tail() {
+    become_the_writer_if_asked();
     // Buffered writes leave the file in 64 KiB chunks, so a kill usually tears a line.
     for round in 0..3 {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        kill_mid_storm(&path, "buffered", 2_000 + 1_000 * round);
+        let test =
+            "crash::sigkill_in_buffered_mode_leaves_a_verifiable_prefix_and_a_named_torn_tail";
+        kill_mid_storm(&path, "buffered", 2_000 + 1_000 * round, test);
         check_after_crash(&path, None);
     }
 }

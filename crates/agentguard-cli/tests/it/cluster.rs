@@ -60,13 +60,11 @@ fn audit(dir: &Path) -> Vec<Value> {
 
 /// The only Job in the namespace, once there is one.
 fn the_job(cluster: &KmockCluster) -> String {
-    for _ in 0..600 {
-        if let Some(name) = cluster.names("jobs.batch").into_iter().next() {
-            return name;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("no Job was created");
+    agentguard_test_support::eventually_blocking(
+        "a Job is created",
+        Duration::from_secs(30),
+        || cluster.names("jobs.batch").into_iter().next(),
+    )
 }
 
 #[test]

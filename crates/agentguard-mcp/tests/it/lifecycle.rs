@@ -5,17 +5,17 @@ use std::time::Duration;
 use agentguard_audit::Kind;
 use rmcp::model::{NumberOrString, ProgressToken, RequestMetaObject};
 
+use agentguard_test_support::eventually;
+
 use crate::{ERAS, Fixture, call, object};
 
 /// Waits (bounded) until the fake engine runs `n` containers.
 async fn until_running(fixture: &Fixture, n: usize) {
-    for _ in 0..500 {
-        if fixture.engine.running().len() >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{n} runs never started: {:?}", fixture.engine.calls());
+    let what = format!("{n} runs started");
+    eventually(&what, Duration::from_secs(5), || {
+        (fixture.engine.running().len() >= n).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -65,16 +65,10 @@ async fn cancelling_a_call_kills_its_container_and_is_audited() {
         until_running(&fixture, 1).await;
         // Dropping the request sends notifications/cancelled.
         pending.abort();
-        for _ in 0..500 {
-            if fixture.engine.running().is_empty() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(
-            fixture.engine.running().is_empty(),
-            "{era:?}: the container is gone"
-        );
+        eventually("the container is gone", Duration::from_secs(5), || {
+            fixture.engine.running().is_empty().then_some(())
+        })
+        .await;
         assert!(
             fixture
                 .engine
@@ -83,22 +77,18 @@ async fn cancelling_a_call_kills_its_container_and_is_audited() {
                 .any(|e| e.starts_with("killed")),
             "{era:?}"
         );
-        let mut cancelled = None;
-        for _ in 0..200 {
-            cancelled = fixture
+        let cancelled = eventually("the cancelled call's event", Duration::from_secs(2), || {
+            fixture
                 .audit
                 .records()
                 .into_iter()
-                .find(|r| r.kind == Kind::McpCall && r.reason == "cancelled");
-            if cancelled.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(
-            cancelled.is_some(),
-            "{era:?}: {:?}",
-            fixture.audit.records()
+                .find(|r| r.kind == Kind::McpCall && r.reason == "cancelled")
+        })
+        .await;
+        assert_eq!(
+            cancelled.decision,
+            agentguard_audit::Decision::Error,
+            "{era:?}"
         );
     }
 }

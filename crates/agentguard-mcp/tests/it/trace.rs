@@ -13,15 +13,10 @@ use agentguard_test_support::FakeEngine;
 
 use crate::{Era, Fixture, call, object, spec};
 
-/// Waits (bounded) for `probe` to hold.
+/// Waits (bounded, 10 s) for `probe` to hold.
 async fn eventually(what: &str, mut probe: impl FnMut() -> bool) {
-    for _ in 0..1000 {
-        if probe() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never: {what}");
+    let limit = Duration::from_secs(10);
+    agentguard_test_support::eventually(what, limit, || probe().then_some(())).await;
 }
 
 fn of_kind(records: &[Record], kind: Kind) -> Vec<&Record> {
