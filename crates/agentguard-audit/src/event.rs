@@ -28,6 +28,8 @@ pub enum Kind {
     EgressConnect,
     /// An egress proxy tunnel closing, with bytes each way and duration.
     EgressClose,
+    /// A request through a credential route of an egress proxy.
+    EgressRoute,
     /// The log itself was repaired (a torn tail truncated).
     LogRepaired,
     /// A tool call through `agentguard mcp`.
@@ -42,6 +44,7 @@ impl Kind {
             Kind::Fetch => "fetch",
             Kind::EgressConnect => "egress_connect",
             Kind::EgressClose => "egress_close",
+            Kind::EgressRoute => "egress_route",
             Kind::LogRepaired => "log_repaired",
             Kind::McpCall => "mcp_call",
         }
@@ -133,6 +136,7 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("run", ValueType::String),
     ("tool", ValueType::String),
     ("mcp_client", ValueType::String),
+    ("route", ValueType::String),
     // data
     ("status", ValueType::Number),
     ("run_status", ValueType::String),
@@ -159,6 +163,7 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("repeated", ValueType::Number),
     ("summarized", ValueType::Bool),
     ("params", ValueType::Params),
+    ("method", ValueType::String),
 ];
 
 /// The first known key of `event` whose value has another type than [`KEYS`] says.
@@ -235,6 +240,21 @@ impl Event {
     pub fn egress_close(reason: impl Into<String>, target: &str, client: &str) -> Event {
         Event::new(Kind::EgressClose, Decision::Allow, reason)
             .subject("target", target)
+            .subject("client", client)
+    }
+
+    /// A request from `client` through the credential route `route`, for `path` (the path
+    /// after the route's name, without its query; the client's text, kept [`capped`]).
+    pub fn egress_route(
+        decision: Decision,
+        reason: impl Into<String>,
+        route: &str,
+        path: &str,
+        client: &str,
+    ) -> Event {
+        Event::new(Kind::EgressRoute, decision, reason)
+            .subject("route", capped(route).into_owned())
+            .subject("path", capped(path).into_owned())
             .subject("client", client)
     }
 

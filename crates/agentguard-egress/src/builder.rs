@@ -3,6 +3,7 @@
 //! Everything is validated in [`EgressProxyBuilder::start`] before the socket is bound, and
 //! each bad limit is named with what it must be.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use agentguard_policy::TargetPolicy;
 
 use crate::error::Result;
 use crate::limits::Limits;
+use crate::route::Route;
 use crate::server::{Bind, EgressProxy};
 
 /// Builder for [`EgressProxy`].
@@ -24,6 +26,8 @@ pub struct EgressProxyBuilder {
     limits: Limits,
     audit: Option<Arc<dyn AuditSink>>,
     budget: Option<crate::ConnectionBudget>,
+    routes: Vec<Arc<Route>>,
+    route_port: Option<u16>,
 }
 
 impl EgressProxy {
@@ -40,6 +44,8 @@ impl EgressProxy {
             limits: Limits::default(),
             audit: None,
             budget: None,
+            routes: Vec::new(),
+            route_port: None,
         }
     }
 }
@@ -140,6 +146,28 @@ impl EgressProxyBuilder {
         self
     }
 
+    /// A credential route this proxy serves (DESIGN.md, "Credentials that never enter the
+    /// sandbox"): any request other than CONNECT is a route request. With routes, the policy
+    /// may be left out, and then CONNECT reaches nothing.
+    pub fn route(mut self, route: Arc<Route>) -> Self {
+        self.routes.push(route);
+        self
+    }
+
+    /// The port clients reach the routes on, for absolute-form requests and rewritten
+    /// `Location`s (default: the TCP port bound, or 3128 on a UNIX socket, the relay's).
+    pub fn route_port(mut self, port: u16) -> Self {
+        self.route_port = Some(port);
+        self
+    }
+
+    /// How long a route's upstream may take to send its response head (default 60 s);
+    /// expiry answers 504 `response_timeout`.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.response_timeout = timeout;
+        self
+    }
+
     /// Where every decision and every tunnel close is recorded.
     pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
         self.audit = Some(sink);
@@ -148,9 +176,19 @@ impl EgressProxyBuilder {
 
     /// Validates the configuration, binds, and starts accepting connections.
     pub async fn start(self) -> Result<EgressProxy> {
-        let policy = self
-            .policy
-            .ok_or(agentguard_policy::Error::EmptyHostAllowlist)?;
+        if self.policy.is_none() && self.routes.is_empty() {
+            return Err(agentguard_policy::Error::EmptyHostAllowlist.into());
+        }
+        let mut routes = BTreeMap::new();
+        for route in self.routes {
+            let name = route.name.clone();
+            if routes.insert(name.clone(), route).is_some() {
+                return Err(crate::Error::Route {
+                    route: name,
+                    message: "the route is given twice".into(),
+                });
+            }
+        }
         let limits = self.limits;
         limits.validate()?;
         // An explicit cap is this proxy's own; otherwise it shares the process's budget.
@@ -163,8 +201,15 @@ impl EgressProxyBuilder {
             Some(r) => r,
             None => Arc::new(DnsResolver::system()?),
         };
+        let route_port = match (self.route_port, &self.bind) {
+            (Some(port), _) => port,
+            (None, Bind::Tcp(addr)) => addr.port(),
+            (None, Bind::Unix { .. }) => 3128,
+        };
         crate::server::start(crate::server::Config {
-            policy,
+            policy: self.policy,
+            routes,
+            route_port,
             resolver,
             limits,
             audit: self.audit,

@@ -19,7 +19,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
 use crate::decide::{Allowed, Refused, decide, out_of_fds};
-use crate::head::head_end;
+use crate::head::{head_end, parse_head};
 use crate::hello::check_hello;
 use crate::limits::{Limits, out_of_descriptors};
 use crate::response::{ESTABLISHED, Refusal, RefusalKind, refuse};
@@ -28,7 +28,7 @@ use crate::tunnel::{self, Timeouts};
 
 /// Records an event off the async threads; the caller waits only as long as the sink's
 /// durability requires. Returns false when the event could not be recorded.
-async fn record(shared: &Shared, event: Event) -> bool {
+pub(crate) async fn record(shared: &Shared, event: Event) -> bool {
     let Some(sink) = shared.audit.clone() else {
         return true;
     };
@@ -116,6 +116,18 @@ async fn read_head(
     }
 }
 
+/// The request target when the head is a route request: any method but CONNECT, to a
+/// proxy that serves routes.
+fn route_target(shared: &Shared, head: &[u8]) -> Option<String> {
+    if shared.routes.is_empty() {
+        return None;
+    }
+    parse_head(head)
+        .ok()
+        .filter(|line| line.method != "CONNECT")
+        .map(|line| line.target.to_owned())
+}
+
 /// The printable form of a target that could not be parsed, for the audit log.
 fn raw_target(buf: &[u8]) -> String {
     let line = buf.split(|b| *b == b'\n').next().unwrap_or_default();
@@ -146,6 +158,9 @@ pub(crate) async fn handle(
         Err(None) => return,
         Err(Some(refusal)) => return refused(&shared, client, "", &peer, refusal).await,
     };
+    if let Some(target) = route_target(&shared, &buf[..end]) {
+        return crate::forward::serve(shared, client, buf, target, peer, cancel).await;
+    }
     let deadline = tokio::time::Instant::now() + shared.limits.connect_timeout;
     let decided = tokio::select! {
         () = cancel.cancelled() => return,

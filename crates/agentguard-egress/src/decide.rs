@@ -65,13 +65,18 @@ pub(crate) async fn decide(shared: &Shared, head: &[u8]) -> Result<Allowed, Refu
     let target = authority.to_string();
     let refused = |refusal| Refused::new(Some(&target), refusal);
     let Authority { host, port } = authority;
-    let permit = shared
-        .policy
+    let Some(policy) = &shared.policy else {
+        return Err(refused(Refusal::new(
+            RefusalKind::Denied(Reason::DomainNotAllowed),
+            "this proxy tunnels to no host: its credential routes are the only way out",
+        )));
+    };
+    let permit = policy
         .check_target(&host, port)
         .map_err(|d| refused(Refusal::new(RefusalKind::Denied(d.reason), d.message)))?;
     let pinned = pin(
         shared.resolver.as_ref(),
-        &shared.policy.addresses,
+        &policy.addresses,
         &permit.name,
         shared.limits.max_answers,
     )

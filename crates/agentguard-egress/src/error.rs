@@ -42,6 +42,14 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A credential route is not valid.
+    #[error("route {route:?}: {message}")]
+    Route {
+        /// The route's name.
+        route: String,
+        /// What is wrong and what to write instead (never the secret).
+        message: String,
+    },
     /// The proxy's thread or runtime could not be started (blocking wrapper).
     #[error("cannot start the proxy's thread and runtime")]
     Runtime(#[source] std::io::Error),

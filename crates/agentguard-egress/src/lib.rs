@@ -5,6 +5,10 @@
 //! It exists so that tools which need some network access (a package install) get exactly the
 //! hosts they need and nothing else. It cannot see inside TLS: see docs/egress.md for how to
 //! make it the only way out and what it does not stop.
+//!
+//! It also serves credential routes (docs/routes.md): plain-HTTP requests for
+//! `/ROUTE/path` that the proxy itself sends to the route's https upstream with a secret the
+//! client never sees, and whose answers it redacts.
 
 #![warn(missing_docs)]
 
@@ -13,10 +17,15 @@ mod builder;
 mod connection;
 mod decide;
 mod error;
+mod forward;
 mod head;
 mod hello;
 mod limits;
+mod redact;
 mod response;
+mod route;
+mod route_body;
+mod route_target;
 mod server;
 mod shared;
 mod sni;
@@ -32,6 +41,8 @@ pub use limits::{
     connections_for, raise_nofile_limit,
 };
 pub use response::RefusalKind;
+pub use route::{Credential, DEFAULT_MAX_REQUEST_BYTES, REDACTED, Route, RouteBuilder, Secret};
+pub use route_target::{RouteTarget, TargetError, parse_route_target, path_allowed};
 pub use server::{EgressProxy, Shutdown};
 pub use sni::{Hello, server_name};
 

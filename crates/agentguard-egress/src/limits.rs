@@ -36,6 +36,8 @@ pub(crate) struct Limits {
     pub(crate) max_head_bytes: usize,
     pub(crate) max_answers: usize,
     pub(crate) sni_check: bool,
+    /// How long a route's upstream may take to send its response head.
+    pub(crate) response_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -49,6 +51,7 @@ impl Default for Limits {
             max_head_bytes: 8 * 1024,
             max_answers: DEFAULT_MAX_ANSWERS,
             sni_check: true,
+            response_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -73,6 +76,7 @@ impl Limits {
             ("connect_timeout", self.connect_timeout),
             ("idle_timeout", self.idle_timeout),
             ("half_close_timeout", self.half_close_timeout),
+            ("response_timeout", self.response_timeout),
         ] {
             if value.is_zero() || value > MAX_TIMEOUT {
                 return refuse(

@@ -46,6 +46,21 @@ pub enum RefusalKind {
     AuditFailed,
     /// The proxy ran out of file descriptors (for the client, the resolver or the dial).
     OutOfDescriptors,
+    /// A route request names a route this run was not granted.
+    RouteNotAllowed,
+    /// A route request's path is outside the route's prefixes, or breaks a path rule.
+    PathNotAllowed,
+    /// A route request's body is larger than the route's cap.
+    BodyTooLarge,
+    /// The TLS handshake with a route's upstream failed (certificate, CA, protocol).
+    TlsFailed,
+    /// The HTTP exchange with a route's upstream failed.
+    UpstreamFailed,
+    /// A route's upstream answered with a compressed body, which could hide the secret from
+    /// redaction.
+    EncodedResponse,
+    /// A route's upstream did not answer within the response timeout.
+    ResponseTimeout,
 }
 
 impl RefusalKind {
@@ -69,21 +84,36 @@ impl RefusalKind {
         RefusalKind::AuditFailed,
         RefusalKind::OutOfDescriptors,
         RefusalKind::DialTimeout,
+        RefusalKind::RouteNotAllowed,
+        RefusalKind::PathNotAllowed,
+        RefusalKind::BodyTooLarge,
+        RefusalKind::TlsFailed,
+        RefusalKind::UpstreamFailed,
+        RefusalKind::EncodedResponse,
+        RefusalKind::ResponseTimeout,
     ];
 
     /// The HTTP status.
     pub const fn status(self) -> u16 {
         match self {
             RefusalKind::MalformedRequest | RefusalKind::MalformedTarget => 400,
-            RefusalKind::Denied(_) | RefusalKind::TooManyAnswers => 403,
+            RefusalKind::Denied(_)
+            | RefusalKind::TooManyAnswers
+            | RefusalKind::RouteNotAllowed
+            | RefusalKind::PathNotAllowed => 403,
             RefusalKind::MethodNotAllowed => 405,
             RefusalKind::HeadTimeout => 408,
+            RefusalKind::BodyTooLarge => 413,
             RefusalKind::HeadTooLarge => 431,
-            RefusalKind::DnsFailure | RefusalKind::ConnectFailed => 502,
+            RefusalKind::DnsFailure
+            | RefusalKind::ConnectFailed
+            | RefusalKind::TlsFailed
+            | RefusalKind::UpstreamFailed
+            | RefusalKind::EncodedResponse => 502,
             RefusalKind::TooManyConnections
             | RefusalKind::AuditFailed
             | RefusalKind::OutOfDescriptors => 503,
-            RefusalKind::DialTimeout => 504,
+            RefusalKind::DialTimeout | RefusalKind::ResponseTimeout => 504,
         }
     }
 
@@ -103,6 +133,13 @@ impl RefusalKind {
             RefusalKind::TooManyConnections => "too_many_connections",
             RefusalKind::AuditFailed => "audit_failed",
             RefusalKind::OutOfDescriptors => "out_of_descriptors",
+            RefusalKind::RouteNotAllowed => "route_not_allowed",
+            RefusalKind::PathNotAllowed => "path_not_allowed",
+            RefusalKind::BodyTooLarge => "body_too_large",
+            RefusalKind::TlsFailed => "tls_error",
+            RefusalKind::UpstreamFailed => "http_error",
+            RefusalKind::EncodedResponse => "encoded_response",
+            RefusalKind::ResponseTimeout => "response_timeout",
         }
     }
 
@@ -132,6 +169,7 @@ impl RefusalKind {
             403 => "Forbidden",
             405 => "Method Not Allowed",
             408 => "Request Timeout",
+            413 => "Content Too Large",
             431 => "Request Header Fields Too Large",
             502 => "Bad Gateway",
             503 => "Service Unavailable",
@@ -170,20 +208,35 @@ impl Refusal {
         self.detail.as_deref().unwrap_or(&self.message)
     }
 
-    /// The full HTTP response.
-    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+    /// The body the client reads: status, code, message, and whether retrying can help.
+    pub(crate) fn body(&self) -> String {
         let kind = self.kind;
         let what = if kind.is_policy() {
             "This is a policy decision of the agentguard egress proxy; retrying or rephrasing the request will not change it."
         } else {
             "The agentguard egress proxy could not reach the upstream; this is not a policy decision."
         };
-        let body = format!(
+        format!(
             "{} {}: {}\n{what}\n",
             kind.status(),
             kind.code(),
             self.message.replace(['\r', '\n'], " ")
-        );
+        )
+    }
+
+    /// The `X-AgentGuard-Decision` value: `policy` or `upstream-error`.
+    pub(crate) fn decision_word(&self) -> &'static str {
+        if self.kind.is_policy() {
+            "policy"
+        } else {
+            "upstream-error"
+        }
+    }
+
+    /// The full HTTP response.
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        let kind = self.kind;
+        let body = self.body();
         let allow = if kind == RefusalKind::MethodNotAllowed {
             "Allow: CONNECT\r\n"
         } else {
@@ -194,11 +247,7 @@ impl Refusal {
             kind.status(),
             kind.status_text(),
             kind.code(),
-            if kind.is_policy() {
-                "policy"
-            } else {
-                "upstream-error"
-            },
+            self.decision_word(),
             body.len(),
         )
         .into_bytes()

@@ -5,6 +5,7 @@
 //! closes what is still open after the grace period; a `TaskTracker` knows when every
 //! connection (and so every close event) is done.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -28,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::limits::{Spare, out_of_descriptors, pending};
 use crate::response::RefusalKind;
+use crate::route::Route;
 use crate::shared::{Client, Shared};
 
 /// Where the proxy listens.
@@ -44,7 +46,10 @@ pub(crate) enum Bind {
 
 /// What the builder hands over once everything is validated.
 pub(crate) struct Config {
-    pub(crate) policy: TargetPolicy,
+    pub(crate) policy: Option<TargetPolicy>,
+    pub(crate) routes: BTreeMap<String, Arc<Route>>,
+    /// The configured route port; with a TCP bind to port 0, the port bound.
+    pub(crate) route_port: u16,
     pub(crate) resolver: Arc<dyn Resolve>,
     pub(crate) limits: Limits,
     pub(crate) audit: Option<Arc<dyn AuditSink>>,
@@ -106,9 +111,15 @@ impl Accept for Unix {
 
 /// Binds and starts the accept loop.
 pub(crate) async fn start(config: Config) -> Result<EgressProxy> {
-    let shared = |local_addr| {
+    let shared = |local_addr: Option<SocketAddr>| {
+        let route_port = match local_addr {
+            Some(addr) if config.route_port == 0 => addr.port(),
+            _ => config.route_port,
+        };
         Arc::new(Shared {
             policy: config.policy,
+            routes: config.routes,
+            route_port,
             resolver: config.resolver,
             limits: config.limits,
             audit: config.audit,

@@ -1,7 +1,8 @@
 //! What the stages of a connection share: the proxy's settings (`Shared`), the client socket
 //! (`Client`, TCP or UNIX), and how an allowed connection ended (`Close`). Below `decide`,
-//! `hello` and `connection`, so none of them imports another for these.
+//! `hello`, `connection` and `forward`, so none of them imports another for these.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -12,11 +13,17 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Semaphore;
 
 use crate::limits::Limits;
+use crate::route::Route;
 use crate::socket::Socket;
 
 /// What every connection of one proxy shares.
 pub(crate) struct Shared {
-    pub(crate) policy: TargetPolicy,
+    /// What CONNECT may reach; `None` when the proxy serves only routes.
+    pub(crate) policy: Option<TargetPolicy>,
+    /// The credential routes granted, by name.
+    pub(crate) routes: BTreeMap<String, Arc<Route>>,
+    /// The port clients reach the routes on (the relay's inside a container).
+    pub(crate) route_port: u16,
     pub(crate) resolver: Arc<dyn Resolve>,
     pub(crate) limits: Limits,
     pub(crate) audit: Option<Arc<dyn AuditSink>>,

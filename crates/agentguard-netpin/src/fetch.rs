@@ -16,15 +16,12 @@ use agentguard_policy::TargetPolicy;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, RootCertStore};
-use tokio_rustls::TlsConnector;
 
-use crate::error::{Error, FetchError, Result};
-use crate::pin::{DEFAULT_MAX_ANSWERS, dial, pin};
+use crate::connect::{Connected, PinnedTls};
+use crate::error::{FetchError, Result};
+use crate::pin::DEFAULT_MAX_ANSWERS;
 use crate::resolve::{DnsResolver, Resolve};
-use crate::url::{HttpsUrl, UrlError};
+use crate::url::HttpsUrl;
 
 /// The default body limit: 64 KiB.
 pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024;
@@ -127,7 +124,10 @@ impl FetcherBuilder {
         let policy = self
             .policy
             .ok_or(agentguard_policy::Error::EmptyHostAllowlist)?;
-        let tls = client_config(self.bundled_roots, self.extra_roots_pem.as_deref())?;
+        let mut tls = PinnedTls::new(self.bundled_roots, self.extra_roots_pem.as_deref())?;
+        tls.max_answers = self.max_answers;
+        tls.connect_timeout = self.connect_timeout;
+        tls.tls_timeout = self.tls_timeout;
         let resolver = match self.resolver {
             Some(r) => r,
             None => Arc::new(DnsResolver::system()?),
@@ -135,56 +135,20 @@ impl FetcherBuilder {
         Ok(Fetcher {
             policy,
             resolver,
-            tls: TlsConnector::from(Arc::new(tls)),
+            tls,
             max_bytes: self.max_bytes,
-            max_answers: self.max_answers,
-            connect_timeout: self.connect_timeout,
-            tls_timeout: self.tls_timeout,
             total_timeout: self.total_timeout,
             audit: self.audit,
         })
     }
 }
 
-/// The TLS client configuration: bundled and extra roots, safe defaults, HTTP/1.1 by ALPN.
-fn client_config(bundled: bool, extra_pem: Option<&[u8]>) -> Result<ClientConfig> {
-    let mut roots = RootCertStore::empty();
-    if bundled {
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    }
-    if let Some(pem) = extra_pem {
-        let mut count = 0;
-        for cert in CertificateDer::pem_slice_iter(pem) {
-            let cert = cert.map_err(|e| Error::Roots(Box::new(e)))?;
-            roots.add(cert).map_err(|e| Error::Roots(Box::new(e)))?;
-            count += 1;
-        }
-        if count == 0 {
-            return Err(Error::Roots("no CERTIFICATE block found".into()));
-        }
-    }
-    if roots.is_empty() {
-        return Err(Error::NoRoots);
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Roots(Box::new(e)))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(tls)
-}
-
 /// Fetches https URLs with DNS pinning.
 pub struct Fetcher {
     policy: TargetPolicy,
     resolver: Arc<dyn Resolve>,
-    tls: TlsConnector,
+    tls: PinnedTls,
     max_bytes: u64,
-    max_answers: usize,
-    connect_timeout: Duration,
-    tls_timeout: Duration,
     total_timeout: Duration,
     audit: Option<Arc<dyn AuditSink>>,
 }
@@ -247,45 +211,14 @@ impl Fetcher {
     }
 
     async fn fetch(&self, url: &HttpsUrl) -> std::result::Result<Response, FetchError> {
-        let permit = self
-            .policy
-            .check_target(&url.host, url.port)
-            .map_err(FetchError::Denied)?;
-        let pinned = pin(
-            self.resolver.as_ref(),
-            &self.policy.addresses,
-            &permit.name,
-            self.max_answers,
-        )
-        .await?;
-        let (stream, dialed) = dial(&pinned, url.port, self.connect_timeout).await?;
-        tracing::debug!(url = %url, %dialed, "dialed a checked address");
-
-        let server_name = ServerName::try_from(permit.name.as_str().to_owned()).map_err(|_| {
-            FetchError::InvalidUrl(UrlError::Syntax(format!(
-                "{} is not a name TLS accepts",
-                permit.name
-            )))
-        })?;
-        let tls =
-            match tokio::time::timeout(self.tls_timeout, self.tls.connect(server_name, stream))
-                .await
-            {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(source)) => {
-                    return Err(FetchError::Tls {
-                        addr: dialed,
-                        source,
-                    });
-                }
-                Err(_) => {
-                    return Err(FetchError::Timeout {
-                        stage: "tls handshake",
-                        limit: self.tls_timeout,
-                    });
-                }
-            };
-
+        let Connected {
+            stream: tls,
+            dialed,
+            rule,
+        } = self
+            .tls
+            .connect(&self.policy, self.resolver.as_ref(), &url.host, url.port)
+            .await?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
             .map_err(|e| FetchError::Http(Box::new(e)))?;
@@ -305,10 +238,7 @@ impl Fetcher {
         let result = self
             .exchange(&mut sender, request, url, dialed)
             .await
-            .map(|response| Response {
-                rule: permit.rule,
-                ..response
-            });
+            .map(|response| Response { rule, ..response });
         driver.abort();
         result
     }

@@ -9,12 +9,14 @@
 
 #![warn(missing_docs)]
 
+mod connect;
 mod error;
 mod fetch;
 mod pin;
 mod resolve;
 mod url;
 
+pub use connect::{Connected, PinnedTls};
 pub use error::{DialError, Error, FetchError, LookupError, PinError, Result, reason};
 pub use fetch::{DEFAULT_MAX_BYTES, Fetcher, FetcherBuilder, Response};
 pub use pin::{DEFAULT_MAX_ANSWERS, PinnedHost, dial, pin};
