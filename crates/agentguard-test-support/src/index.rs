@@ -29,10 +29,11 @@ with zipfile.ZipFile(sys.argv[1], "w") as wheel:
 "#;
 
 /// The index's files for `wheel` (the bytes `WHEEL_SCRIPT` wrote): `/simple/agprobe/` links
-/// to `/files/agprobe-1.0-py3-none-any.whl`. The paths pip asks for, in order.
+/// to `/files/agprobe-1.0-py3-none-any.whl` by a relative link, so the index also works
+/// below a route's base URL. The paths pip asks for, in order.
 pub fn index_files(wheel: Vec<u8>) -> Vec<(String, String, Vec<u8>)> {
     let page = format!(
-        "<!DOCTYPE html><html><body><a href=\"/files/{WHEEL_NAME}\">{WHEEL_NAME}</a></body></html>\n"
+        "<!DOCTYPE html><html><body><a href=\"../../files/{WHEEL_NAME}\">{WHEEL_NAME}</a></body></html>\n"
     );
     vec![
         (

@@ -25,5 +25,5 @@ pub use echo::EchoServer;
 pub use engine::FakeEngine;
 pub use kmock::{KmockCluster, REQUIRE_KMOCK};
 pub use listener::RecordingListener;
-pub use tls::{Seen, TestCa, TlsUpstream};
+pub use tls::{Seen, TestCa, TlsUpstream, UpstreamOptions};
 pub use wait::{eventually, eventually_blocking};

@@ -5,7 +5,12 @@
 //! the request head, so tests can prove which address a request landed on and under which
 //! name. Paths: `/redirect` (302), `/big/N` (N bytes with a length), `/stream/N` (N bytes,
 //! chunked), `/status/N` (that status), any path given to [`TlsUpstream::start_with_files`]
-//! (that file), anything else `hello from IP`.
+//! (that file), `/echo` (the request head and body, as text), `/echo-split` (the same, sent
+//! as two chunks cut inside the `authorization` value), `/sse` (one server-sent event, then a
+//! second once [`TlsUpstream::release`] is called), `/hang` (no answer at all),
+//! `/location?to=URL` (a 302 to URL), anything else `hello from IP`. With
+//! [`UpstreamOptions::authorization`] set, a request without exactly that `Authorization`
+//! value is answered 401.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -85,7 +90,17 @@ pub struct Seen {
 pub struct TlsUpstream {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
+    gate: Arc<tokio::sync::Notify>,
     task: JoinHandle<()>,
+}
+
+/// What a [`TlsUpstream`] serves besides its built-in paths.
+#[derive(Debug, Default, Clone)]
+pub struct UpstreamOptions {
+    /// (path, content type, body), for example a PEP 503 package index.
+    pub files: Vec<(String, String, Vec<u8>)>,
+    /// The `Authorization` value every request must carry (401 otherwise).
+    pub authorization: Option<String>,
 }
 
 impl Drop for TlsUpstream {
@@ -119,7 +134,23 @@ impl TlsUpstream {
         config: Arc<ServerConfig>,
         files: Vec<(String, String, Vec<u8>)>,
     ) -> std::io::Result<TlsUpstream> {
-        let files = Arc::new(files);
+        let options = UpstreamOptions {
+            files,
+            authorization: None,
+        };
+        TlsUpstream::start_with(ip, port, config, options).await
+    }
+
+    /// Like [`TlsUpstream::try_start`], with `options`.
+    pub async fn start_with(
+        ip: IpAddr,
+        port: u16,
+        config: Arc<ServerConfig>,
+        options: UpstreamOptions,
+    ) -> std::io::Result<TlsUpstream> {
+        let options = Arc::new(options);
+        let gate = Arc::new(tokio::sync::Notify::new());
+        let gate_for_tasks = Arc::clone(&gate);
         let listener = TcpListener::bind((ip, port)).await?;
         let addr = listener.local_addr()?;
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -129,7 +160,8 @@ impl TlsUpstream {
             while let Ok((stream, _)) = listener.accept().await {
                 let acceptor = acceptor.clone();
                 let log = Arc::clone(&log);
-                let files = Arc::clone(&files);
+                let options = Arc::clone(&options);
+                let gate = Arc::clone(&gate_for_tasks);
                 tokio::spawn(async move {
                     let Ok(mut tls) = acceptor.accept(stream).await else {
                         return;
@@ -143,11 +175,27 @@ impl TlsUpstream {
                             Ok(n) => head.extend_from_slice(&buf[..n]),
                         }
                     }
-                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let (head, body) = read_body(&mut tls, head).await;
                     let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
-                    log.lock().unwrap().push(Seen { sni, head });
-                    let file = files.iter().find(|(p, _, _)| *p == path);
+                    log.lock().unwrap().push(Seen {
+                        sni,
+                        head: head.clone(),
+                    });
+                    let authorized = options.authorization.as_ref().is_none_or(|want| {
+                        header(&head, "authorization").is_some_and(|got| got == *want)
+                    });
+                    let file = options.files.iter().find(|(p, _, _)| *p == path);
+                    let echo = format!("{head}{}", String::from_utf8_lossy(&body));
                     let _ = match file {
+                        _ if !authorized => {
+                            tls.write_all(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"test\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await
+                        }
+                        _ if path == "/hang" => {
+                            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                            Ok(())
+                        }
+                        _ if path == "/sse" => sse(&mut tls, &gate).await,
+                        _ if path.starts_with("/echo") => echo_back(&mut tls, &path, &echo).await,
                         Some((_, kind, body)) => {
                             let head = format!(
                                 "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -164,7 +212,18 @@ impl TlsUpstream {
                 });
             }
         });
-        Ok(TlsUpstream { addr, seen, task })
+        Ok(TlsUpstream {
+            addr,
+            seen,
+            gate,
+            task,
+        })
+    }
+
+    /// Lets `/sse` send its second event.
+    pub fn release(&self) {
+        self.gate.notify_waiters();
+        self.gate.notify_one();
     }
 
     /// The address it listens on.
@@ -178,6 +237,85 @@ impl TlsUpstream {
     }
 }
 
+/// The head as text and the body its `Content-Length` announces (read after the head).
+async fn read_body<R: AsyncReadExt + Unpin>(tls: &mut R, mut head: Vec<u8>) -> (String, Vec<u8>) {
+    let end = head
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(head.len(), |i| i + 4);
+    let mut body = head.split_off(end);
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let want = header(&head, "content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(1 << 20);
+    let mut buf = [0u8; 4096];
+    while body.len() < want {
+        match tls.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+        }
+    }
+    (head, body)
+}
+
+/// The value of the header `name` (lower case) in `head`.
+fn header(head: &str, name: &str) -> Option<String> {
+    head.split("\r\n").skip(1).find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| value.trim().to_owned())
+    })
+}
+
+/// `/echo`: the request back as one body; `/echo-split`: as two chunks, cut inside the
+/// `authorization` value, the second sent a moment later.
+async fn echo_back<W: AsyncWriteExt + Unpin>(
+    out: &mut W,
+    path: &str,
+    echo: &str,
+) -> std::io::Result<()> {
+    if path != "/echo-split" {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Echo-Auth: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            header(echo, "authorization").unwrap_or_default(),
+            echo.len()
+        );
+        out.write_all(head.as_bytes()).await?;
+        return out.write_all(echo.as_bytes()).await;
+    }
+    let cut = echo
+        .to_ascii_lowercase()
+        .find("authorization:")
+        .map_or(echo.len() / 2, |i| (i + 24).min(echo.len()));
+    out.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        .await?;
+    for part in [&echo.as_bytes()[..cut], &echo.as_bytes()[cut..]] {
+        out.write_all(format!("{:x}\r\n", part.len()).as_bytes()).await?;
+        out.write_all(part).await?;
+        out.write_all(b"\r\n").await?;
+        out.flush().await?;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    out.write_all(b"0\r\n\r\n").await
+}
+
+/// `/sse`: one event, then a second once the test releases the gate.
+async fn sse<W: AsyncWriteExt + Unpin>(
+    out: &mut W,
+    gate: &tokio::sync::Notify,
+) -> std::io::Result<()> {
+    out.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        .await?;
+    let event = |text: &str| format!("{:x}\r\n{text}\r\n", text.len());
+    out.write_all(event("data: one\n\n").as_bytes()).await?;
+    out.flush().await?;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(60), gate.notified()).await;
+    out.write_all(event("data: two\n\n").as_bytes()).await?;
+    out.write_all(b"0\r\n\r\n").await
+}
+
 async fn respond<W: AsyncWriteExt + Unpin>(
     out: &mut W,
     path: &str,
@@ -187,6 +325,11 @@ async fn respond<W: AsyncWriteExt + Unpin>(
         path.strip_prefix(prefix)
             .and_then(|n| n.parse::<usize>().ok())
     };
+    if let Some(to) = path.strip_prefix("/location?to=") {
+        return out
+            .write_all(format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes())
+            .await;
+    }
     if path == "/redirect" {
         return out
             .write_all(b"HTTP/1.1 302 Found\r\nLocation: https://elsewhere.example.test/next\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")

@@ -5,6 +5,7 @@
 mod clients;
 mod hardening;
 mod limits;
+mod routes;
 mod sni;
 mod statuses;
 mod unix;
