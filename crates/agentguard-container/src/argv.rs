@@ -78,6 +78,18 @@ pub struct Relay {
     pub socket: PathBuf,
     /// The port the relay listens on inside the container.
     pub port: u16,
+    /// The credential routes of the run: each variable gets its route's URL
+    /// (`http://127.0.0.1:PORT/NAME`), and `NO_PROXY` keeps clients off the proxy for them.
+    pub routes: Vec<RouteVariable>,
+}
+
+/// A route's URL in the container's environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteVariable {
+    /// The variable (`GH_API_URL`).
+    pub variable: String,
+    /// The route's name.
+    pub route: String,
 }
 
 impl ContainerSpec {
@@ -242,8 +254,14 @@ impl ContainerSpec {
             ]);
         }
         let url = format!("http://127.0.0.1:{}", relay.port);
-        for (key, value) in proxy_environment(&url) {
+        for (key, value) in proxy_environment(&url, !relay.routes.is_empty()) {
             args.push(&["--env", &format!("{key}={value}")]);
+        }
+        for route in &relay.routes {
+            args.push(&[
+                "--env",
+                &format!("{}={url}/{}", route.variable, route.route),
+            ]);
         }
     }
 

@@ -29,7 +29,8 @@ mod terminal;
 mod values;
 
 pub use argv::{
-    EngineCommand, PROXY_SOCKET_TARGET, RELAY_TARGET, Relay, RunIdentity, WORKSPACE_TARGET,
+    EngineCommand, PROXY_SOCKET_TARGET, RELAY_TARGET, Relay, RouteVariable, RunIdentity,
+    WORKSPACE_TARGET,
 };
 pub use builder::{ContainerSpecBuilder, MAX_TIMEOUT, check_mount_source};
 pub use capture::OutputMeter;
@@ -40,7 +41,9 @@ pub use kill::KILL_ATTEMPTS;
 pub use kind::EngineKind;
 pub use process::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START};
 pub use result::{RunResult, RunStatus};
-pub use spec::{ContainerSpec, ImagePin, PROXY_VARIABLES, WorkspaceMode, proxy_environment};
+pub use spec::{
+    ContainerSpec, ImagePin, PROXY_VARIABLES, ROUTES_NO_PROXY, WorkspaceMode, proxy_environment,
+};
 pub use terminal::Neutralized;
 pub use values::{ByteSize, Cpus, Pull, Runtime, UserIds};
 

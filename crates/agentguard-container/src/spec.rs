@@ -48,14 +48,23 @@ pub const PROXY_VARIABLES: &[&str] = &[
     "no_proxy",
 ];
 
-/// The value of each of [`PROXY_VARIABLES`] for a run whose proxy is `url` (`NO_PROXY` empty),
-/// the same for a local relay and a cluster's proxy Service.
-pub fn proxy_environment(url: &str) -> impl Iterator<Item = (&'static str, String)> + '_ {
+/// `NO_PROXY` of a run with credential routes: they are served on the container's own
+/// loopback, where only the relay listens, so clients must not send them to the proxy
+/// variables' CONNECT proxy.
+pub const ROUTES_NO_PROXY: &str = "127.0.0.1,localhost";
+
+/// The value of each of [`PROXY_VARIABLES`] for a run whose proxy is `url` (`NO_PROXY` empty,
+/// or [`ROUTES_NO_PROXY`] when the run has routes), the same for a local relay and a
+/// cluster's proxy Service.
+pub fn proxy_environment(
+    url: &str,
+    routes: bool,
+) -> impl Iterator<Item = (&'static str, String)> + '_ {
     PROXY_VARIABLES.iter().map(move |key| {
-        let value = if key.eq_ignore_ascii_case("no_proxy") {
-            String::new()
-        } else {
-            url.to_owned()
+        let value = match (key.eq_ignore_ascii_case("no_proxy"), routes) {
+            (true, true) => ROUTES_NO_PROXY.to_owned(),
+            (true, false) => String::new(),
+            (false, _) => url.to_owned(),
         };
         (*key, value)
     })

@@ -40,6 +40,7 @@ fn egress_identity() -> RunIdentity {
             program: "/run/user/0/agentguard/agentguard-test-1/relay".into(),
             socket: "/run/user/0/agentguard/agentguard-test-1/proxy.sock".into(),
             port: 3128,
+            routes: Vec::new(),
         }),
         ..identity()
     }
@@ -119,6 +120,41 @@ fn golden_egress_runs_keep_network_none_and_mount_the_relay() {
             !plain.contains("relay") && !plain.contains("PROXY") && !plain.contains("host-uds")
         );
     }
+}
+
+#[test]
+fn a_run_with_routes_gets_their_urls_and_keeps_loopback_off_the_proxy() {
+    let spec = ContainerSpec::builder(
+        "img@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+    )
+    .engine(Engine::parse("docker").unwrap())
+    .command("run_tests", ["true"])
+    .build()
+    .unwrap();
+    let mut identity = egress_identity();
+    if let Some(relay) = &mut identity.relay {
+        relay.routes = vec![RouteVariable {
+            variable: "GH_API_URL".into(),
+            route: "gh".into(),
+        }];
+    }
+    let joined = args_with(&spec, &identity).join(" ");
+    assert!(
+        joined.contains("--env GH_API_URL=http://127.0.0.1:3128/gh "),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("--env NO_PROXY=127.0.0.1,localhost "),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("--env no_proxy=127.0.0.1,localhost "),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("HTTPS_PROXY=http://127.0.0.1:3128 "),
+        "{joined}"
+    );
 }
 
 #[test]

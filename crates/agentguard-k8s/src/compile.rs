@@ -136,7 +136,7 @@ fn environment(spec: &ContainerSpec, network: &RunNetwork) -> Vec<Value> {
             },
         );
         let url = format!("http://{host}:{}", plan.proxy_port);
-        for (key, value) in agentguard_container::proxy_environment(&url) {
+        for (key, value) in agentguard_container::proxy_environment(&url, false) {
             env.push(json!({"name": key, "value": value}));
         }
     }

@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use agentguard_audit::AuditSink;
 use agentguard_container::{ContainerExecutor, ContainerSpec, Streaming, check_mount_source};
+use agentguard_egress::Route;
 use agentguard_policy::{IpNet, TargetPolicy};
 
 use crate::error::{Error, Result};
 use crate::network::{DEFAULT_PROXY_PORT, Network};
 use crate::relay::RelayProgram;
 use crate::run_dir;
-use crate::sandbox::{Plan, Sandbox};
+use crate::sandbox::{EgressPlan, Granted, Plan, Sandbox};
 
 /// The lowest `proxy_port`: the container's user (65534) may not bind below 1024.
 const MIN_PROXY_PORT: u16 = 1024;
@@ -25,6 +26,7 @@ const MIN_PROXY_PORT: u16 = 1024;
 struct CommandSettings {
     network: Option<Network>,
     egress_allow: Option<Vec<String>>,
+    routes: Vec<String>,
 }
 
 /// Builder for [`Sandbox`].
@@ -40,6 +42,7 @@ pub struct SandboxBuilder {
     nameservers: Vec<SocketAddr>,
     proxy_port: u16,
     commands: BTreeMap<String, CommandSettings>,
+    routes: BTreeMap<String, Granted>,
     relay: Option<RelayProgram>,
     runs_dir: Option<PathBuf>,
 }
@@ -59,6 +62,7 @@ impl Sandbox {
             nameservers: Vec::new(),
             proxy_port: DEFAULT_PROXY_PORT,
             commands: BTreeMap::new(),
+            routes: BTreeMap::new(),
             relay: None,
             runs_dir: None,
         }
@@ -136,6 +140,21 @@ impl SandboxBuilder {
         self
     }
 
+    /// A credential route commands may be granted (`[routes.NAME]`), and the variable that
+    /// gets its URL inside the container (`env`).
+    pub fn route(mut self, route: Route, env: Option<String>) -> Self {
+        let name = route.name().to_owned();
+        let route = Arc::new(route);
+        self.routes.insert(name, Granted { route, env });
+        self
+    }
+
+    /// The routes of one command (`[commands.NAME] routes`); its network must be `egress`.
+    pub fn command_routes(mut self, name: &str, routes: Vec<String>) -> Self {
+        self.commands.entry(name.to_owned()).or_default().routes = routes;
+        self
+    }
+
     /// The relay program (default: the built-in one).
     pub fn relay(mut self, relay: RelayProgram) -> Self {
         self.relay = Some(relay);
@@ -169,16 +188,31 @@ impl SandboxBuilder {
             let settings = self.commands.get(name);
             let network = settings.and_then(|s| s.network).unwrap_or(self.network);
             let own_allow = settings.and_then(|s| s.egress_allow.as_ref());
+            let routes = self.granted(name, settings.map_or(&[][..], |s| &s.routes))?;
             let plan = match network {
-                Network::None if own_allow.is_some() => {
+                Network::None if own_allow.is_some() || !routes.is_empty() => {
+                    let key = if routes.is_empty() {
+                        "egress_allow"
+                    } else {
+                        "routes"
+                    };
                     return Err(config(format!(
-                        "command {name:?} sets egress_allow but its network is \"none\"; set network = \"egress\" for it, or remove egress_allow"
+                        "command {name:?} sets {key} but its network is \"none\"; set network = \"egress\" for it, or remove {key}"
                     )));
                 }
                 Network::None => Plan::None,
                 Network::Egress => {
                     let hosts = own_allow.unwrap_or(&self.allow).clone();
-                    Plan::Egress(self.policy(name, own_allow)?, hosts)
+                    let policy = match (hosts.is_empty(), routes.is_empty()) {
+                        // Routes only: CONNECT reaches nothing.
+                        (true, false) => None,
+                        _ => Some(self.policy(name, own_allow)?),
+                    };
+                    Plan::Egress(EgressPlan {
+                        policy,
+                        hosts,
+                        routes,
+                    })
                 }
             };
             plans.insert(name.to_owned(), plan);
@@ -203,13 +237,28 @@ impl SandboxBuilder {
         })
     }
 
+    /// The routes granted to `name`, each defined.
+    fn granted(&self, name: &str, routes: &[String]) -> Result<Vec<Granted>> {
+        routes
+            .iter()
+            .map(|route| {
+                self.routes.get(route).cloned().ok_or_else(|| Error::Config {
+                    message: format!(
+                        "command {name:?} is granted the route {route:?}, which is not defined; add a [routes.{route}] table or remove it from routes (defined: {})",
+                        self.routes.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                })
+            })
+            .collect()
+    }
+
     /// The policy of an egress command: its own hosts or the shared ones, never none.
     fn policy(&self, name: &str, own_allow: Option<&Vec<String>>) -> Result<TargetPolicy> {
         let hosts = own_allow.unwrap_or(&self.allow);
         if hosts.is_empty() {
             return Err(Error::Config {
                 message: format!(
-                    "command {name:?} has network = \"egress\" but no allowed host: set [egress] allow (or egress_allow for the command); an empty allowlist never means everything"
+                    "command {name:?} has network = \"egress\" but no allowed host and no route: set [egress] allow (or egress_allow or routes for the command); an empty allowlist never means everything"
                 ),
             });
         }

@@ -23,10 +23,10 @@ pub const MERGE_WINDOW: Duration = Duration::from_secs(2);
 /// The most refusal events one run writes before it only counts them (written at its end).
 pub const MAX_REFUSAL_EVENTS: u64 = 1000;
 
-/// How many CONNECT requests the run's proxy allowed and refused.
+/// How many requests (CONNECTs and route requests) the run's proxy allowed and refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EgressCounts {
-    /// Tunnels opened.
+    /// Tunnels opened and route requests forwarded.
     pub allowed: u64,
     /// Requests refused, or that failed (a name that did not resolve, a dial that failed).
     pub denied: u64,
@@ -145,7 +145,10 @@ impl RunSink {
     /// A refusal: written, merged into its window's count, or (past the cap) summarized.
     fn refusal(&self, event: Event) -> agentguard_audit::Result<Receipt> {
         let decision = event.decision.as_str();
-        let target = event.subject.get("target").and_then(|t| t.as_str());
+        // A CONNECT's target, or a route request's route.
+        let target = ["target", "route"]
+            .iter()
+            .find_map(|key| event.subject.get(*key).and_then(|t| t.as_str()));
         let key: Key = (
             decision,
             event.reason.clone(),
@@ -190,7 +193,7 @@ impl RunSink {
 
 impl AuditSink for RunSink {
     fn record(&self, event: Event) -> agentguard_audit::Result<Receipt> {
-        if event.kind != Kind::EgressConnect {
+        if !matches!(event.kind, Kind::EgressConnect | Kind::EgressRoute) {
             return self.write(event);
         }
         match event.decision {

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use agentguard_audit::AuditSink;
 use agentguard_container::{
-    ContainerExecutor, EngineCommand, OutputMeter, Relay, RunError, RunIdentity,
+    ContainerExecutor, EngineCommand, OutputMeter, Relay, RouteVariable, RunError, RunIdentity,
 };
-use agentguard_egress::EgressProxy;
+use agentguard_egress::{EgressProxy, Route};
 use agentguard_netpin::DnsResolver;
 use agentguard_policy::{Arg, Invocation, TargetPolicy};
 
@@ -26,8 +26,25 @@ use crate::run_dir::{self, RELAY_FILE, RunDir, SOCKET_FILE};
 #[derive(Debug, Clone)]
 pub(crate) enum Plan {
     None,
-    /// The command's policy, and the host patterns it allows (for descriptions).
-    Egress(TargetPolicy, Vec<String>),
+    Egress(EgressPlan),
+}
+
+/// The way out of one `network = "egress"` command.
+#[derive(Debug, Clone)]
+pub(crate) struct EgressPlan {
+    /// What CONNECT may reach; `None` when the command has only routes.
+    pub(crate) policy: Option<TargetPolicy>,
+    /// The host patterns it allows (for descriptions).
+    pub(crate) hosts: Vec<String>,
+    /// The credential routes it was granted.
+    pub(crate) routes: Vec<Granted>,
+}
+
+/// A credential route granted to a command, and the variable that gets its URL.
+#[derive(Debug, Clone)]
+pub(crate) struct Granted {
+    pub(crate) route: Arc<Route>,
+    pub(crate) env: Option<String>,
 }
 
 /// The allowlisted commands of one spec, each with its network (see the crate docs).
@@ -56,7 +73,7 @@ impl Sandbox {
     pub fn network_of(&self, name: &str) -> Option<Network> {
         self.plans.get(name).map(|plan| match plan {
             Plan::None => Network::None,
-            Plan::Egress(..) => Network::Egress,
+            Plan::Egress(_) => Network::Egress,
         })
     }
 
@@ -64,8 +81,16 @@ impl Sandbox {
     /// egress command.
     pub fn egress_hosts(&self, name: &str) -> Option<&[String]> {
         match self.plans.get(name) {
-            Some(Plan::Egress(_, hosts)) => Some(hosts),
+            Some(Plan::Egress(plan)) => Some(&plan.hosts),
             _ => None,
+        }
+    }
+
+    /// The credential routes the command `name` was granted (none for other commands).
+    pub fn routes_of(&self, name: &str) -> Vec<&Route> {
+        match self.plans.get(name) {
+            Some(Plan::Egress(plan)) => plan.routes.iter().map(|g| g.route.as_ref()).collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -84,18 +109,35 @@ impl Sandbox {
     /// included (`--dry-run`); creates nothing.
     pub fn engine_command(&self, invocation: &Invocation, identity: &RunIdentity) -> EngineCommand {
         let mut identity = identity.clone();
-        if let Some(Plan::Egress(..)) = self.plans.get(invocation.command()) {
+        if let Some(Plan::Egress(plan)) = self.plans.get(invocation.command()) {
             let dir = self.runs_dir.join(&identity.name);
-            identity.relay = Some(self.relay_at(&dir.join(RELAY_FILE), &dir.join(SOCKET_FILE)));
+            let (program, socket) = (dir.join(RELAY_FILE), dir.join(SOCKET_FILE));
+            identity.relay = Some(self.relay_at(&program, &socket, plan));
         }
         self.executor.spec().run_command(invocation, &identity)
     }
 
-    fn relay_at(&self, program: &std::path::Path, socket: &std::path::Path) -> Relay {
+    fn relay_at(
+        &self,
+        program: &std::path::Path,
+        socket: &std::path::Path,
+        plan: &EgressPlan,
+    ) -> Relay {
+        let routes = plan
+            .routes
+            .iter()
+            .filter_map(|g| {
+                g.env.as_ref().map(|variable| RouteVariable {
+                    variable: variable.clone(),
+                    route: g.route.name().to_owned(),
+                })
+            })
+            .collect();
         Relay {
             program: program.to_owned(),
             socket: socket.to_owned(),
             port: self.proxy_port,
+            routes,
         }
     }
 
@@ -126,8 +168,8 @@ impl Sandbox {
         let outcome = match self.plans.get(invocation.command()) {
             // No network: exactly the container run of today.
             None | Some(Plan::None) => self.executor.run_metered(invocation, identity, meter).await,
-            Some(Plan::Egress(policy, _)) => {
-                return self.run_egress(invocation, identity, policy, meter).await;
+            Some(Plan::Egress(plan)) => {
+                return self.run_egress(invocation, identity, plan, meter).await;
             }
         };
         finish(outcome, None)
@@ -137,7 +179,7 @@ impl Sandbox {
         &self,
         invocation: &Invocation,
         identity: &RunIdentity,
-        policy: &TargetPolicy,
+        plan: &EgressPlan,
         meter: Option<&OutputMeter>,
     ) -> Result<Finished> {
         let relay = match &self.relay {
@@ -156,9 +198,15 @@ impl Sandbox {
         let program = relay.install(&dir.file(RELAY_FILE))?;
         let sink = Arc::new(RunSink::new(self.audit.clone(), &identity.name));
         let mut builder = EgressProxy::builder()
-            .policy(policy.clone())
             .bind_unix(dir.file(SOCKET_FILE), identity.name.as_str())
+            .route_port(self.proxy_port)
             .audit(Arc::clone(&sink) as Arc<dyn AuditSink>);
+        if let Some(policy) = &plan.policy {
+            builder = builder.policy(policy.clone());
+        }
+        for granted in &plan.routes {
+            builder = builder.route(Arc::clone(&granted.route));
+        }
         if !self.nameservers.is_empty() {
             let resolver = DnsResolver::with_nameservers(&self.nameservers)
                 .map_err(|e| Error::Proxy(agentguard_egress::Error::Resolver(e)))?;
@@ -166,7 +214,7 @@ impl Sandbox {
         }
         let proxy = builder.start().await.map_err(Error::Proxy)?;
         let identity = RunIdentity {
-            relay: Some(self.relay_at(&program, &dir.file(SOCKET_FILE))),
+            relay: Some(self.relay_at(&program, &dir.file(SOCKET_FILE), plan)),
             ..identity.clone()
         };
         let outcome = sink

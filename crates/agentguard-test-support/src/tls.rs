@@ -292,7 +292,8 @@ async fn echo_back<W: AsyncWriteExt + Unpin>(
     out.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
         .await?;
     for part in [&echo.as_bytes()[..cut], &echo.as_bytes()[cut..]] {
-        out.write_all(format!("{:x}\r\n", part.len()).as_bytes()).await?;
+        out.write_all(format!("{:x}\r\n", part.len()).as_bytes())
+            .await?;
         out.write_all(part).await?;
         out.write_all(b"\r\n").await?;
         out.flush().await?;
