@@ -64,7 +64,7 @@ fn show(args: &AuditShowArgs) -> anyhow::Result<u8> {
         None => None,
         Some(k) => Some(serde_json::from_value::<Kind>(serde_json::Value::String(k.clone())).map_err(|_| {
             Exit::usage(format!(
-                "--kind {k:?} is not an event kind; use container_run, fetch, egress_connect, egress_close or log_repaired"
+                "--kind {k:?} is not an event kind; use container_run, fetch, egress_connect, egress_close, egress_route, mcp_call or log_repaired"
             ))
         })?),
     };
@@ -114,12 +114,22 @@ fn show(args: &AuditShowArgs) -> anyhow::Result<u8> {
 }
 
 fn row(record: &Record) -> String {
+    // A route request's method and status say what it was; its subject says where.
+    let shown_data: &[&str] = match record.kind {
+        Kind::EgressRoute => &["method", "status"],
+        _ => &[],
+    };
+    let data = shown_data
+        .iter()
+        .filter_map(|k| record.data.get(*k).map(|v| (k.to_string(), v)));
     let subject: Vec<String> = record
         .subject
         .iter()
+        .map(|(k, v)| (k.clone(), v))
+        .chain(data)
         .map(|(k, v)| match v {
-            serde_json::Value::String(s) => format!("{}={}", Escaped(k), Escaped(s)),
-            other => format!("{}={other}", Escaped(k)),
+            serde_json::Value::String(s) => format!("{}={}", Escaped(&k), Escaped(s)),
+            other => format!("{}={other}", Escaped(&k)),
         })
         .collect();
     format!(

@@ -18,9 +18,12 @@ mod egress;
 mod kubernetes;
 #[path = "config/params.rs"]
 mod params;
+#[path = "config/routes.rs"]
+mod routes;
 
 pub(crate) use egress::{Commands, EgressTable, FetchTable, RELAY_ENV, policy_from, runs_dir};
 pub(crate) use kubernetes::KubernetesConfig;
+pub(crate) use routes::Routes;
 
 /// The file could not be read or is not a valid configuration (a usage error).
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +105,10 @@ struct File {
     #[serde(default)]
     commands: BTreeMap<String, egress::CommandEntry>,
     egress: Option<EgressTable>,
+    #[serde(default)]
+    secrets: BTreeMap<String, routes::SecretSource>,
+    #[serde(default)]
+    routes: BTreeMap<String, routes::RouteTable>,
     fetch: Option<FetchTable>,
     kubernetes: Option<kubernetes::KubernetesTable>,
     audit: Option<AuditTable>,
@@ -280,8 +287,26 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         path: resolve(&a.path),
         key_env: a.key_env.clone(),
     });
-    let commands = Commands::from_file(file.network.as_deref(), &file.commands, file.egress.take())
-        .map_err(parse_error)?;
+    let routes = Routes::from_file(
+        std::mem::take(&mut file.secrets),
+        std::mem::take(&mut file.routes),
+        &file.environment,
+        resolve,
+    )
+    .map_err(parse_error)?;
+    if on_cluster && !routes.is_empty() {
+        return Err(parse_error(
+            "[routes] are not served on Kubernetes yet: a cluster run's proxy pod cannot hold the secret; run the command on a local engine, or remove the routes".into(),
+        )
+        .into());
+    }
+    let commands = Commands::from_file(
+        file.network.as_deref(),
+        &file.commands,
+        file.egress.take(),
+        routes,
+    )
+    .map_err(parse_error)?;
     let fetch = file.fetch.take().map(|mut fetch| {
         fetch.ca_file = fetch.ca_file.as_deref().map(resolve);
         fetch

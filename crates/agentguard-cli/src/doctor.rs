@@ -1,6 +1,7 @@
 //! `agentguard doctor`: what this machine's engines can enforce, whether the relay of
 //! `network = "egress"` runs is present and static, and a trivial hardened run of the
-//! configured image when there is a config file; for a config with `engine = "kubernetes"`,
+//! configured image and whether each configured secret is present (never its value) when
+//! there is a config file; for a config with `engine = "kubernetes"`,
 //! the cluster's checks instead (`agentguard_kubectl::doctor`), the NetworkPolicy canary
 //! included.
 
@@ -40,7 +41,10 @@ pub(crate) fn run() -> anyhow::Result<u8> {
     // The trivial hardened run uses the image of the config in use, when there is one.
     if path.exists() {
         match config::load(&path) {
-            Ok(config) => findings.push(runtime.block_on(doctor::trial_run(&config.spec))),
+            Ok(config) => {
+                findings.extend(secrets(config.commands.routes()));
+                findings.push(runtime.block_on(doctor::trial_run(&config.spec)));
+            }
             Err(e) => findings.push(Finding {
                 level: Level::Fail,
                 what: format!("{}: {e:#}", path.display()),
@@ -57,6 +61,26 @@ pub(crate) fn run() -> anyhow::Result<u8> {
     let failed = findings.iter().any(|f| f.level == Level::Fail);
     write(findings)?;
     Ok(if failed { exit::FAILURE } else { exit::SUCCESS })
+}
+
+/// Each `[secrets]` entry: present and usable, or what is wrong (never its value).
+fn secrets(routes: &config::Routes) -> Vec<Finding> {
+    routes
+        .check_secrets()
+        .into_iter()
+        .map(|(name, source, problem)| match problem {
+            None => Finding {
+                level: Level::Ok,
+                what: format!("secret {name:?} ({source}) is present"),
+                fix: String::new(),
+            },
+            Some(problem) => Finding {
+                level: Level::Fail,
+                what: problem,
+                fix: format!("provide {source} before agentguard starts: runs with a route using {name:?} are refused until then"),
+            },
+        })
+        .collect()
 }
 
 /// The relay a `network = "egress"` run would use: `AGENTGUARD_RELAY`, or the built-in one.

@@ -129,13 +129,35 @@ fn command_tool(sandbox: &Sandbox, command: &Command, description: Option<&Strin
     let spec = sandbox.executor().spec();
     let argv = sanitize(&command.argv().join(" "));
     let network = sandbox.network_of(name).unwrap_or(Network::None);
-    let network_text = match (network, sandbox.egress_hosts(name)) {
+    let mut network_text = match (network, sandbox.egress_hosts(name)) {
+        (Network::Egress, Some(hosts)) if hosts.is_empty() => {
+            "network only through its own egress proxy, to no host but its routes".to_owned()
+        }
         (Network::Egress, Some(hosts)) => format!(
             "network only through its own egress proxy, to {}",
             sanitize(&hosts.join(", "))
         ),
         _ => "no network".to_owned(),
     };
+    let routes = sandbox.routes_of(name);
+    if !routes.is_empty() {
+        // What each route reaches, never its secret or its header's value.
+        let port = sandbox.proxy_port();
+        let each: Vec<String> = routes
+            .iter()
+            .map(|(r, env)| {
+                let variable = env.map(|v| format!(", in ${v}")).unwrap_or_default();
+                format!(
+                    "http://127.0.0.1:{port}/{}{variable}: {} to {} for the paths {}, the credential added by the proxy",
+                    r.name(),
+                    r.methods().join(", "),
+                    r.host(),
+                    r.paths().join(", ")
+                )
+            })
+            .collect();
+        network_text.push_str(&format!(", and the routes {}", sanitize(&each.join("; "))));
+    }
     let mode = spec.workspace().map(|(_, mode)| mode);
     let workspace = match mode {
         Some(WorkspaceMode::ReadOnly) => "the workspace mounted read-only at /workspace",

@@ -86,12 +86,22 @@ impl Sandbox {
         }
     }
 
-    /// The credential routes the command `name` was granted (none for other commands).
-    pub fn routes_of(&self, name: &str) -> Vec<&Route> {
+    /// The credential routes the command `name` was granted (none for other commands), each
+    /// with the variable that holds its URL inside the container.
+    pub fn routes_of(&self, name: &str) -> Vec<(&Route, Option<&str>)> {
         match self.plans.get(name) {
-            Some(Plan::Egress(plan)) => plan.routes.iter().map(|g| g.route.as_ref()).collect(),
+            Some(Plan::Egress(plan)) => plan
+                .routes
+                .iter()
+                .map(|g| (g.route.as_ref(), g.env.as_deref()))
+                .collect(),
             _ => Vec::new(),
         }
+    }
+
+    /// The port the relay listens on inside egress containers (routes are served there).
+    pub fn proxy_port(&self) -> u16 {
+        self.proxy_port
     }
 
     /// The folder run folders are made in.

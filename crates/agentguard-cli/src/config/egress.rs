@@ -39,6 +39,7 @@ pub(crate) struct CommandTable {
     description: Option<String>,
     network: Option<String>,
     egress_allow: Option<Vec<String>>,
+    routes: Option<Vec<String>>,
     #[serde(default)]
     params: BTreeMap<String, super::params::ParamTable>,
 }
@@ -145,6 +146,9 @@ pub(crate) struct Commands {
     networks: BTreeMap<String, Network>,
     egress_allow: BTreeMap<String, Vec<String>>,
     descriptions: BTreeMap<String, String>,
+    /// `[secrets]` and `[routes]`, and the routes each command is granted.
+    routes: super::Routes,
+    command_routes: BTreeMap<String, Vec<String>>,
 }
 
 impl Commands {
@@ -153,6 +157,7 @@ impl Commands {
         network: Option<&str>,
         commands: &BTreeMap<String, CommandEntry>,
         egress: Option<EgressTable>,
+        routes: super::Routes,
     ) -> Result<Commands, String> {
         let parse =
             |key: &str, value: &str| Network::parse(value).map_err(|e| format!("{key}: {e}"));
@@ -164,6 +169,8 @@ impl Commands {
             networks: BTreeMap::new(),
             egress_allow: BTreeMap::new(),
             descriptions: BTreeMap::new(),
+            routes,
+            command_routes: BTreeMap::new(),
         };
         check_ports("[egress] allow_ports", out.egress.allow_ports.as_deref())?;
         check_patterns("[egress] allow", &out.egress.allow)?;
@@ -193,6 +200,17 @@ impl Commands {
             if let Some(description) = &table.description {
                 out.descriptions.insert(name.clone(), description.clone());
             }
+            if let Some(routes) = &table.routes {
+                for route in routes {
+                    if !out.routes.has(route) {
+                        return Err(format!(
+                            "commands.{name}.routes: no route named {route:?}; define [routes.{route}] (defined: {})",
+                            out.routes.names()
+                        ));
+                    }
+                }
+                out.command_routes.insert(name.clone(), routes.clone());
+            }
         }
         Ok(out)
     }
@@ -216,6 +234,11 @@ impl Commands {
                 proxy_address: None,
             },
         ))
+    }
+
+    /// The `[secrets]` and `[routes]` of the config.
+    pub(crate) fn routes(&self) -> &super::Routes {
+        &self.routes
     }
 
     /// True when `[egress] nameservers` names any server.
@@ -263,6 +286,13 @@ impl Commands {
         }
         for (name, hosts) in &self.egress_allow {
             builder = builder.command_egress_allow(name, hosts.clone());
+        }
+        let wanted = self.command_routes.values().flatten().cloned().collect();
+        for (route, env) in self.routes.build(&wanted).map_err(super::ConfigError::Invalid)? {
+            builder = builder.route(route, env);
+        }
+        for (name, routes) in &self.command_routes {
+            builder = builder.command_routes(name, routes.clone());
         }
         if let Some(path) = std::env::var_os(RELAY_ENV).filter(|p| !p.is_empty()) {
             builder = builder.relay(RelayProgram::from_file(&PathBuf::from(path))?);

@@ -1,0 +1,236 @@
+//! `[secrets]` and `[routes.NAME]` (DESIGN.md, "Credentials that never enter the sandbox"):
+//! the shapes are checked when the file is loaded; the secrets are read only when a sandbox is
+//! built for a run or a server, and a missing one refuses it before anything starts, naming
+//! the variable or the file, never a value.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use agentguard_container::PROXY_VARIABLES;
+use agentguard_egress::{Credential, Route, Secret};
+use agentguard_policy::parse_cidr;
+use serde::Deserialize;
+
+/// One `[secrets]` entry: `{ env = "VAR" }` or `{ file = "path" }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SecretSource {
+    env: Option<String>,
+    file: Option<PathBuf>,
+}
+
+/// One `[routes.NAME]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RouteTable {
+    upstream: String,
+    secret: String,
+    header: Option<String>,
+    value: Option<String>,
+    scheme: Option<String>,
+    user: Option<String>,
+    #[serde(default)]
+    methods: Vec<String>,
+    #[serde(default)]
+    paths: Vec<String>,
+    env: Option<String>,
+    #[serde(default)]
+    allow_cidrs: Vec<String>,
+    ca_file: Option<PathBuf>,
+}
+
+/// The secrets and routes of a config, shapes checked.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Routes {
+    secrets: BTreeMap<String, SecretSource>,
+    routes: BTreeMap<String, RouteTable>,
+}
+
+/// How a secret stands, for `agentguard doctor`: (name, where it comes from, the problem).
+pub(crate) type SecretCheck = (String, String, Option<String>);
+
+impl Routes {
+    /// Checks the shapes: each secret has one source, each route names a defined secret and
+    /// one way to send it, its `env` is a variable name no other setting uses. File paths
+    /// are made relative to the config file (`resolve`).
+    pub(crate) fn from_file(
+        secrets: BTreeMap<String, SecretSource>,
+        routes: BTreeMap<String, RouteTable>,
+        environment: &BTreeMap<String, String>,
+        resolve: impl Fn(&Path) -> PathBuf,
+    ) -> Result<Routes, String> {
+        let mut out = Routes::default();
+        for (name, mut source) in secrets {
+            match (&source.env, &source.file) {
+                (Some(var), None) if !var.is_empty() => {}
+                (None, Some(file)) => source.file = Some(resolve(file)),
+                _ => {
+                    return Err(format!(
+                        "secrets.{name}: give exactly one of `env = \"VARIABLE\"` or `file = \"PATH\"`"
+                    ));
+                }
+            }
+            out.secrets.insert(name, source);
+        }
+        let mut variables = BTreeSet::new();
+        for (name, mut route) in routes {
+            let key = |k: &str| format!("routes.{name}.{k}");
+            if !out.secrets.contains_key(&route.secret) {
+                return Err(format!(
+                    "{}: no secret named {:?}; add it to [secrets] (for example {} = {{ env = \"TOKEN\" }})",
+                    key("secret"),
+                    route.secret,
+                    route.secret
+                ));
+            }
+            credential(&route).map_err(|m| format!("routes.{name}: {m}"))?;
+            for cidr in &route.allow_cidrs {
+                parse_cidr(cidr).map_err(|e| format!("{}: {e}", key("allow_cidrs")))?;
+            }
+            if let Some(var) = &route.env {
+                check_variable(var, environment).map_err(|m| format!("{}: {m}", key("env")))?;
+                if !variables.insert(var.clone()) {
+                    return Err(format!("{}: {var} is the variable of another route", key("env")));
+                }
+            }
+            route.ca_file = route.ca_file.as_deref().map(&resolve);
+            out.routes.insert(name, route);
+        }
+        Ok(out)
+    }
+
+    /// True when `name` is a defined route.
+    pub(crate) fn has(&self, name: &str) -> bool {
+        self.routes.contains_key(name)
+    }
+
+    /// True when there is any route.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// The defined routes' names, for messages.
+    pub(crate) fn names(&self) -> String {
+        self.routes.keys().cloned().collect::<Vec<_>>().join(", ")
+    }
+
+    /// Builds the routes named in `wanted` with their secrets read now: `(route, env)`.
+    /// A missing secret or a bad value refuses them all, naming the source, never a value.
+    pub(crate) fn build(&self, wanted: &BTreeSet<String>) -> Result<Vec<(Route, Option<String>)>, String> {
+        let mut out = Vec::new();
+        for name in wanted {
+            let Some(table) = self.routes.get(name) else {
+                continue;
+            };
+            let secret = self.read_secret(&table.secret)?;
+            let mut builder = Route::builder(name, &table.upstream, secret)
+                .credential(credential(table).map_err(|m| format!("routes.{name}: {m}"))?);
+            for method in &table.methods {
+                builder = builder.method(method);
+            }
+            for path in &table.paths {
+                builder = builder.path(path);
+            }
+            for cidr in &table.allow_cidrs {
+                let net = parse_cidr(cidr).map_err(|e| format!("routes.{name}.allow_cidrs: {e}"))?;
+                builder = builder.allow_cidr(net);
+            }
+            if let Some(file) = &table.ca_file {
+                let pem = std::fs::read(file).map_err(|e| {
+                    format!("routes.{name}.ca_file: cannot read {}: {e}", file.display())
+                })?;
+                builder = builder.ca_pem(pem);
+            }
+            let route = builder.build().map_err(|e| e.to_string())?;
+            out.push((route, table.env.clone()));
+        }
+        Ok(out)
+    }
+
+    /// Every configured secret: where it comes from and whether it can be read (never its
+    /// value), for `agentguard doctor`.
+    pub(crate) fn check_secrets(&self) -> Vec<SecretCheck> {
+        self.secrets
+            .iter()
+            .map(|(name, source)| {
+                let problem = self.read_secret(name).err();
+                (name.clone(), describe(source), problem)
+            })
+            .collect()
+    }
+
+    /// The secret `name`, read from its source now.
+    fn read_secret(&self, name: &str) -> Result<Secret, String> {
+        let source = self
+            .secrets
+            .get(name)
+            .ok_or_else(|| format!("no secret named {name:?} in [secrets]"))?;
+        let text = match (&source.env, &source.file) {
+            (Some(var), _) => std::env::var(var).map_err(|_| {
+                format!("secret {name:?}: the variable {var} is not set (or not UTF-8) in agentguard's environment; set it, or change [secrets] {name}")
+            })?,
+            (None, Some(file)) => read_first_line(name, file)?,
+            (None, None) => return Err(format!("secret {name:?} has no source")),
+        };
+        Secret::new(&text).map_err(|why| format!("secret {name:?} from {} is not usable: {why}", describe(source)))
+    }
+}
+
+fn describe(source: &SecretSource) -> String {
+    match (&source.env, &source.file) {
+        (Some(var), _) => format!("the variable {var}"),
+        (None, Some(file)) => format!("the file {}", file.display()),
+        (None, None) => "nothing".into(),
+    }
+}
+
+/// The first line of a secret file; a file that group or others may read is a warning.
+fn read_first_line(name: &str, file: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        format!("secret {name:?}: cannot read the file {}: {e}", file.display())
+    })?;
+    if let Ok(meta) = std::fs::metadata(file)
+        && meta.permissions().mode() & 0o044 != 0
+    {
+        tracing::warn!(
+            file = %file.display(),
+            mode = format!("{:o}", meta.permissions().mode() & 0o777),
+            "the secret file {name} is readable by group or others; chmod 600 it"
+        );
+    }
+    Ok(text.lines().next().unwrap_or_default().to_owned())
+}
+
+/// The credential of a route: `header` + `value`, or `scheme = "basic"` + `user`.
+fn credential(route: &RouteTable) -> Result<Credential, String> {
+    match (&route.header, &route.value, route.scheme.as_deref(), &route.user) {
+        (Some(header), Some(value), None, None) => Ok(Credential::Header {
+            name: header.clone(),
+            template: value.clone(),
+        }),
+        (None, None, Some("basic"), Some(user)) => Ok(Credential::Basic { user: user.clone() }),
+        (None, None, Some(other), _) if other != "basic" => Err(format!(
+            "scheme {other:?} is not known; the only scheme is \"basic\" (with `user`), or give `header` and `value`"
+        )),
+        _ => Err(
+            "give `header` and `value` (value holds {secret}), or `scheme = \"basic\"` and `user`, not both".into(),
+        ),
+    }
+}
+
+/// A route's `env`: a variable name that neither `[environment]` nor the proxy uses.
+fn check_variable(var: &str, environment: &BTreeMap<String, String>) -> Result<(), String> {
+    let valid = var.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !valid {
+        return Err(format!("{var:?} is not a variable name (letters, digits and `_`, not first a digit)"));
+    }
+    if PROXY_VARIABLES.iter().any(|p| p.eq_ignore_ascii_case(var)) {
+        return Err(format!("{var} is a proxy variable, which agentguard sets itself"));
+    }
+    if environment.contains_key(var) {
+        return Err(format!("{var} is also set in [environment]; the route's URL would replace it"));
+    }
+    Ok(())
+}
