@@ -288,7 +288,11 @@ impl Commands {
             builder = builder.command_egress_allow(name, hosts.clone());
         }
         let wanted = self.command_routes.values().flatten().cloned().collect();
-        for (route, env) in self.routes.build(&wanted).map_err(super::ConfigError::Invalid)? {
+        for (route, env) in self
+            .routes
+            .build(&wanted)
+            .map_err(super::ConfigError::Invalid)?
+        {
             builder = builder.route(route, env);
         }
         for (name, routes) in &self.command_routes {

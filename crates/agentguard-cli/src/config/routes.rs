@@ -91,7 +91,10 @@ impl Routes {
             if let Some(var) = &route.env {
                 check_variable(var, environment).map_err(|m| format!("{}: {m}", key("env")))?;
                 if !variables.insert(var.clone()) {
-                    return Err(format!("{}: {var} is the variable of another route", key("env")));
+                    return Err(format!(
+                        "{}: {var} is the variable of another route",
+                        key("env")
+                    ));
                 }
             }
             route.ca_file = route.ca_file.as_deref().map(&resolve);
@@ -117,7 +120,10 @@ impl Routes {
 
     /// Builds the routes named in `wanted` with their secrets read now: `(route, env)`.
     /// A missing secret or a bad value refuses them all, naming the source, never a value.
-    pub(crate) fn build(&self, wanted: &BTreeSet<String>) -> Result<Vec<(Route, Option<String>)>, String> {
+    pub(crate) fn build(
+        &self,
+        wanted: &BTreeSet<String>,
+    ) -> Result<Vec<(Route, Option<String>)>, String> {
         let mut out = Vec::new();
         for name in wanted {
             let Some(table) = self.routes.get(name) else {
@@ -133,7 +139,8 @@ impl Routes {
                 builder = builder.path(path);
             }
             for cidr in &table.allow_cidrs {
-                let net = parse_cidr(cidr).map_err(|e| format!("routes.{name}.allow_cidrs: {e}"))?;
+                let net =
+                    parse_cidr(cidr).map_err(|e| format!("routes.{name}.allow_cidrs: {e}"))?;
                 builder = builder.allow_cidr(net);
             }
             if let Some(file) = &table.ca_file {
@@ -173,7 +180,12 @@ impl Routes {
             (None, Some(file)) => read_first_line(name, file)?,
             (None, None) => return Err(format!("secret {name:?} has no source")),
         };
-        Secret::new(&text).map_err(|why| format!("secret {name:?} from {} is not usable: {why}", describe(source)))
+        Secret::new(&text).map_err(|why| {
+            format!(
+                "secret {name:?} from {} is not usable: {why}",
+                describe(source)
+            )
+        })
     }
 }
 
@@ -188,7 +200,10 @@ fn describe(source: &SecretSource) -> String {
 /// The first line of a secret file; a file that group or others may read is a warning.
 fn read_first_line(name: &str, file: &Path) -> Result<String, String> {
     let text = std::fs::read_to_string(file).map_err(|e| {
-        format!("secret {name:?}: cannot read the file {}: {e}", file.display())
+        format!(
+            "secret {name:?}: cannot read the file {}: {e}",
+            file.display()
+        )
     })?;
     if let Ok(meta) = std::fs::metadata(file)
         && meta.permissions().mode() & 0o044 != 0
@@ -221,16 +236,25 @@ fn credential(route: &RouteTable) -> Result<Credential, String> {
 
 /// A route's `env`: a variable name that neither `[environment]` nor the proxy uses.
 fn check_variable(var: &str, environment: &BTreeMap<String, String>) -> Result<(), String> {
-    let valid = var.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+    let valid = var
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
         && var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if !valid {
-        return Err(format!("{var:?} is not a variable name (letters, digits and `_`, not first a digit)"));
+        return Err(format!(
+            "{var:?} is not a variable name (letters, digits and `_`, not first a digit)"
+        ));
     }
     if PROXY_VARIABLES.iter().any(|p| p.eq_ignore_ascii_case(var)) {
-        return Err(format!("{var} is a proxy variable, which agentguard sets itself"));
+        return Err(format!(
+            "{var} is a proxy variable, which agentguard sets itself"
+        ));
     }
     if environment.contains_key(var) {
-        return Err(format!("{var} is also set in [environment]; the route's URL would replace it"));
+        return Err(format!(
+            "{var} is also set in [environment]; the route's URL would replace it"
+        ));
     }
     Ok(())
 }

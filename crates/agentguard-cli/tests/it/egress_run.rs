@@ -328,7 +328,7 @@ fn egress_config_mistakes_are_usage_errors_that_say_what_to_write() {
         ),
         (
             "network = \"egress\"\n[commands]\nt = [\"true\"]\n",
-            "no allowed host: set [egress] allow",
+            "no allowed host and no route: set [egress] allow",
         ),
         (
             "network = \"egress\"\n[egress]\nallow = [\"a.example.test\"]\nproxy_port = 80\n[commands]\nt = [\"true\"]\n",

@@ -11,6 +11,7 @@ mod hardening;
 mod k8s;
 mod mcp;
 mod params;
+mod routes;
 mod run;
 mod surface;
 
