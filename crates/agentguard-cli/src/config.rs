@@ -287,26 +287,7 @@ pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
         path: resolve(&a.path),
         key_env: a.key_env.clone(),
     });
-    let routes = Routes::from_file(
-        std::mem::take(&mut file.secrets),
-        std::mem::take(&mut file.routes),
-        &file.environment,
-        resolve,
-    )
-    .map_err(parse_error)?;
-    if on_cluster && !routes.is_empty() {
-        return Err(parse_error(
-            "[routes] are not served on Kubernetes yet: a cluster run's proxy pod cannot hold the secret; run the command on a local engine, or remove the routes".into(),
-        )
-        .into());
-    }
-    let commands = Commands::from_file(
-        file.network.as_deref(),
-        &file.commands,
-        file.egress.take(),
-        routes,
-    )
-    .map_err(parse_error)?;
+    let commands = egress::commands(&mut file, on_cluster, resolve).map_err(parse_error)?;
     let fetch = file.fetch.take().map(|mut fetch| {
         fetch.ca_file = fetch.ca_file.as_deref().map(resolve);
         fetch

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentguard_audit::{AuditSink, Decision, Event, error_chain};
+use agentguard_audit::{Decision, Event, error_chain};
 use agentguard_netpin::{DialError, dial};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OwnedSemaphorePermit;
@@ -26,25 +26,6 @@ use crate::response::{ESTABLISHED, Refusal, RefusalKind, refuse};
 use crate::shared::{Client, Close, Shared};
 use crate::tunnel::{self, Timeouts};
 
-/// Records an event off the async threads; the caller waits only as long as the sink's
-/// durability requires. Returns false when the event could not be recorded.
-pub(crate) async fn record(shared: &Shared, event: Event) -> bool {
-    let Some(sink) = shared.audit.clone() else {
-        return true;
-    };
-    match tokio::task::spawn_blocking(move || sink.record(event)).await {
-        Ok(Ok(_)) => true,
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "audit event could not be recorded");
-            false
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "audit task failed");
-            false
-        }
-    }
-}
-
 fn refusal_event(target: &str, client: &str, refusal: &Refusal) -> Event {
     Event::egress_connect(refusal.kind.decision(), refusal.kind.code(), target, client)
         .data("status", refusal.kind.status())
@@ -54,7 +35,7 @@ fn refusal_event(target: &str, client: &str, refusal: &Refusal) -> Event {
 /// Records a refusal and answers it.
 async fn refused(shared: &Shared, client: impl Client, target: &str, peer: &str, refusal: Refusal) {
     tracing::info!(client = %crate::escape(peer), target = %crate::escape(target), reason = refusal.kind.code(), status = refusal.kind.status(), "egress refused");
-    record(shared, refusal_event(target, peer, &refusal)).await;
+    shared.record(refusal_event(target, peer, &refusal)).await;
     refuse(client, &refusal).await;
 }
 
@@ -187,7 +168,7 @@ pub(crate) async fn handle(
     let allow = Event::egress_connect(Decision::Allow, "ok", &allowed.target, &peer)
         .data("rule", allowed.rule.as_str())
         .data("addresses", addresses);
-    if !record(&shared, allow).await {
+    if !shared.record(allow).await {
         // Never dial, let alone open a tunnel, for a decision the audit log does not show.
         let refusal = Refusal::new(
             RefusalKind::AuditFailed,
@@ -214,7 +195,7 @@ pub(crate) async fn handle(
     if let Some(sni) = close.sni {
         event = event.data("sni", sni);
     }
-    record(&shared, event).await;
+    shared.record(event).await;
 }
 
 /// After the recorded decision: dial, answer, check the ClientHello, pump.

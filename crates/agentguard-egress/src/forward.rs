@@ -16,22 +16,22 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use agentguard_audit::{Decision, Event, error_chain};
-use agentguard_netpin::{DialError, FetchError, PinError};
+use agentguard_audit::{Decision, Event};
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::record;
-use crate::redact::{Redactor, redact_all};
+use crate::redact::Redactor;
 use crate::response::{Refusal, RefusalKind};
 use crate::route::Route;
 use crate::route_body::{Capped, Counters, Prefixed, RouteBody, Streaming};
-use crate::route_target::{TargetError, parse_route_target, path_allowed, rewrite_location};
+use crate::route_headers::{request_headers, response_headers};
+use crate::route_target::{TargetError, parse_route_target, path_allowed};
 use crate::shared::{Client, Shared};
+use crate::upstream::{connect, too_large, upstream_failed};
 
 /// What the event of one route request records.
 #[derive(Debug)]
@@ -91,7 +91,7 @@ pub(crate) async fn serve(
         served = connection => served.err().map(|_| "client_gone"),
     };
     let event = event(&request, &peer, started, ended);
-    record(&shared, event).await;
+    shared.record(event).await;
 }
 
 /// The event of the request, once it ended (`ended`: why the connection ended early).
@@ -260,17 +260,7 @@ async fn forward(
     exchange(request, route, req, uri).await
 }
 
-fn too_large(route: &Route) -> Refusal {
-    Refusal::new(
-        RefusalKind::BodyTooLarge,
-        format!(
-            "the request body exceeds route {}'s cap of {} bytes",
-            route.name, route.max_request_bytes
-        ),
-    )
-}
-
-/// Connects to the upstream, sends the request, and turns its response into the client's.
+/// Sends the request upstream and turns its response into the client's.
 async fn exchange(
     request: &Request1,
     route: &Route,
@@ -278,41 +268,8 @@ async fn exchange(
     uri: String,
 ) -> Result<Response<RouteBody>, Refusal> {
     let shared = &request.shared;
-    let host = &route.upstream.host;
-    let connect = route.tls.connect(
-        &route.policy,
-        shared.resolver.as_ref(),
-        host,
-        route.upstream.port,
-    );
-    let connected = tokio::time::timeout(shared.limits.connect_timeout, connect)
-        .await
-        .map_err(|_| {
-            Refusal::new(
-                RefusalKind::DialTimeout,
-                format!(
-                    "the upstream of route {} was not reached within {:?}",
-                    route.name, shared.limits.connect_timeout
-                ),
-            )
-        })?
-        .map_err(|e| connect_refusal(route, &e))?;
-    request.set(|o| o.dialed = Some(connected.dialed.to_string()));
-    let upstream_failed = |e: &(dyn std::error::Error + 'static)| {
-        Refusal::new(
-            RefusalKind::UpstreamFailed,
-            format!(
-                "the HTTP exchange with the upstream of route {} failed",
-                route.name
-            ),
-        )
-        .with_detail(error_chain(e))
-    };
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(connected.stream))
-            .await
-            .map_err(|e| upstream_failed(&e))?;
-    let driver = tokio::spawn(connection).abort_handle();
+    let (mut sender, driver, dialed) = connect(shared, route).await?;
+    request.set(|o| o.dialed = Some(dialed.to_string()));
     let (parts, body) = req.into_parts();
     let mut upstream = Request::new(Capped {
         inner: body,
@@ -320,10 +277,12 @@ async fn exchange(
         counters: Arc::clone(&request.counters),
     });
     *upstream.method_mut() = parts.method;
-    *upstream.uri_mut() = uri.parse().map_err(|e| upstream_failed(&e))?;
+    *upstream.uri_mut() = uri.parse().map_err(|e| upstream_failed(route, &e))?;
     *upstream.headers_mut() = request_headers(parts.headers, route);
     let limit = shared.limits.response_timeout;
-    let response = match tokio::time::timeout(limit, sender.send_request(upstream)).await {
+    let sent = tokio::time::timeout(limit, sender.send_request(upstream)).await;
+    let response = match sent {
+        Ok(Ok(response)) => response,
         Err(_) => {
             driver.abort();
             return Err(Refusal::new(
@@ -334,15 +293,13 @@ async fn exchange(
                 ),
             ));
         }
-        Ok(Err(_)) if request.counters.over_cap.load(Ordering::Relaxed) => {
-            driver.abort();
-            return Err(too_large(route));
-        }
         Ok(Err(e)) => {
             driver.abort();
-            return Err(upstream_failed(&e));
+            if request.counters.over_cap.load(Ordering::Relaxed) {
+                return Err(too_large(route));
+            }
+            return Err(upstream_failed(route, &e));
         }
-        Ok(Ok(response)) => response,
     };
     let encoding = response.headers().get(header::CONTENT_ENCODING);
     if encoding.is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity")) {
@@ -365,123 +322,4 @@ async fn exchange(
         driver,
     }));
     Ok(Response::from_parts(parts, body))
-}
-
-/// The refusal for an upstream netpin would not or could not reach.
-fn connect_refusal(route: &Route, error: &FetchError) -> Refusal {
-    let name = route.upstream.host.to_string();
-    let (kind, message) = match error {
-        FetchError::Denied(d) => (
-            RefusalKind::Denied(d.reason),
-            format!(
-                "the upstream {name} of route {} may not be reached (only public addresses and the route's allowed ranges are; the addresses are in the audit log)",
-                route.name
-            ),
-        ),
-        FetchError::Pin(PinError::TooManyAnswers { limit, .. }) => (
-            RefusalKind::TooManyAnswers,
-            format!("{name} resolved to more than {limit} addresses"),
-        ),
-        FetchError::Pin(_) => (
-            RefusalKind::DnsFailure,
-            format!("the DNS lookup of {name} failed"),
-        ),
-        FetchError::Dial(DialError::Timeout { .. }) | FetchError::Timeout { .. } => (
-            RefusalKind::DialTimeout,
-            format!("{name} was not reached in time"),
-        ),
-        FetchError::Tls { .. } => (
-            RefusalKind::TlsFailed,
-            format!(
-                "the TLS handshake with {name} failed (its certificate is not valid for the name, or not from a trusted CA)"
-            ),
-        ),
-        _ => (
-            RefusalKind::ConnectFailed,
-            format!("could not connect to {name}"),
-        ),
-    };
-    Refusal::new(kind, message).with_detail(error_chain(error))
-}
-
-/// Hop-by-hop headers, and those the `Connection` header names.
-fn hop_by_hop(headers: &HeaderMap) -> Vec<HeaderName> {
-    let mut names: Vec<HeaderName> = [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "content-length",
-    ]
-    .iter()
-    .map(|n| HeaderName::from_static(n))
-    .collect();
-    for value in headers.get_all(header::CONNECTION) {
-        for token in value.to_str().unwrap_or_default().split(',') {
-            if let Ok(name) = HeaderName::try_from(token.trim()) {
-                names.push(name);
-            }
-        }
-    }
-    names
-}
-
-/// The client's headers as sent upstream (see the module docs).
-fn request_headers(mut headers: HeaderMap, route: &Route) -> HeaderMap {
-    for name in hop_by_hop(&headers) {
-        headers.remove(name);
-    }
-    for name in [
-        header::HOST,
-        header::AUTHORIZATION,
-        header::COOKIE,
-        header::EXPECT,
-        route.header.clone(),
-    ] {
-        headers.remove(name);
-    }
-    if let Ok(host) = HeaderValue::try_from(route.upstream.authority()) {
-        headers.insert(header::HOST, host);
-    }
-    headers.insert(route.header.clone(), route.value.clone());
-    headers.insert(
-        header::ACCEPT_ENCODING,
-        HeaderValue::from_static("identity"),
-    );
-    if !headers.contains_key(header::USER_AGENT) {
-        let agent = concat!("agentguard/", env!("CARGO_PKG_VERSION"));
-        headers.insert(header::USER_AGENT, HeaderValue::from_static(agent));
-    }
-    headers
-}
-
-/// The upstream's headers as sent back: hop-by-hop and the length dropped (redaction may
-/// change it), every value redacted, a `Location` inside the base pointed at the route.
-fn response_headers(mut headers: HeaderMap, route: &Route, port: u16) -> HeaderMap {
-    for name in hop_by_hop(&headers) {
-        headers.remove(name);
-    }
-    let mut out = HeaderMap::with_capacity(headers.len());
-    let origin = format!("https://{}", route.upstream.authority());
-    let route_path = format!("/{}", route.name);
-    let route_url = format!("http://127.0.0.1:{port}{route_path}");
-    for (name, value) in &headers {
-        let mut bytes = redact_all(&route.redact, value.as_bytes());
-        if name == header::LOCATION
-            && let Ok(text) = std::str::from_utf8(&bytes)
-            && let Some(local) =
-                rewrite_location(text, &origin, &route.base_path, &route_url, &route_path)
-        {
-            bytes = local.into_bytes();
-        }
-        if let Ok(value) = HeaderValue::from_bytes(&bytes) {
-            out.append(name.clone(), value);
-        }
-    }
-    out
 }

@@ -25,12 +25,14 @@ mod redact;
 mod response;
 mod route;
 mod route_body;
+mod route_headers;
 mod route_target;
 mod server;
 mod shared;
 mod sni;
 mod socket;
 mod tunnel;
+mod upstream;
 
 pub use blocking::BlockingEgressProxy;
 pub use builder::EgressProxyBuilder;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use agentguard_audit::AuditSink;
+use agentguard_audit::{AuditSink, Event};
 use agentguard_netpin::Resolve;
 use agentguard_policy::TargetPolicy;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -32,6 +32,27 @@ pub(crate) struct Shared {
     /// The ports whose tunnels get the TLS name check.
     pub(crate) tls_ports: Vec<u16>,
     pub(crate) slots: Arc<Semaphore>,
+}
+
+impl Shared {
+    /// Records an event off the async threads; the caller waits only as long as the sink's
+    /// durability requires. Returns false when the event could not be recorded.
+    pub(crate) async fn record(&self, event: Event) -> bool {
+        let Some(sink) = self.audit.clone() else {
+            return true;
+        };
+        match tokio::task::spawn_blocking(move || sink.record(event)).await {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "audit event could not be recorded");
+                false
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "audit task failed");
+                false
+            }
+        }
+    }
 }
 
 /// A client connection: TCP or UNIX.

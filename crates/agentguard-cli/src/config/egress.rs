@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentguard_audit::AuditSink;
@@ -303,6 +303,32 @@ impl Commands {
         }
         Ok(builder.runs_dir(runs_dir()).build()?)
     }
+}
+
+/// The `[secrets]`, `[routes]` and `[commands]` of `file`, checked, with `network` and
+/// `[egress]`: what a sandbox is built from.
+pub(super) fn commands(
+    file: &mut super::File,
+    on_cluster: bool,
+    resolve: impl Fn(&Path) -> PathBuf,
+) -> Result<Commands, String> {
+    let routes = super::Routes::from_file(
+        std::mem::take(&mut file.secrets),
+        std::mem::take(&mut file.routes),
+        &file.environment,
+        resolve,
+    )?;
+    if on_cluster && !routes.is_empty() {
+        return Err(
+            "[routes] are not served on Kubernetes yet: a cluster run's proxy pod cannot hold the secret; run the command on a local engine, or remove the routes".into(),
+        );
+    }
+    Commands::from_file(
+        file.network.as_deref(),
+        &file.commands,
+        file.egress.take(),
+        routes,
+    )
 }
 
 /// Refuses `KEY = []`: an empty port list would otherwise mean the default, 443.

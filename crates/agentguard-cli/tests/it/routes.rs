@@ -127,71 +127,70 @@ async fn blocking<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_command_uses_a_route_whose_secret_it_never_sees() {
     let world = World::start("").await;
-    let world =
-        blocking(move || {
-            let out = world.run(&["run", "call", "--json"]);
-            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-            let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
-            let text = json["stdout"].as_str().unwrap();
-            assert!(
-                text.contains("Bearer [REDACTED]"),
-                "the upstream got it, the command did not: {text}"
-            );
-            assert!(text.contains("403 path_not_allowed"), "{text}");
-            let port = text
-                .lines()
-                .find_map(|l| l.strip_prefix("API_URL=http://127.0.0.1:"))
-                .expect("API_URL in the command's environment");
-            assert!(port.ends_with("/api"), "{port}");
-            assert!(text.contains("NO_PROXY=127.0.0.1,localhost"), "{text}");
-            assert!(
-                !text.contains(TOKEN_ENV),
-                "agentguard's variable is not passed on: {text}"
-            );
-            assert_eq!(
-                json["egress"],
-                serde_json::json!({"allowed": 1, "denied": 1})
-            );
-            assert_no_secret("the run's output and --json", &stdout(&out));
-            assert_no_secret("the diagnostics", &stderr(&out));
-            let audit = world.audit_text();
-            assert_no_secret("the audit log", &audit);
-            let routes: Vec<serde_json::Value> = audit
-                .lines()
-                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-                .filter(|e| e["kind"] == "egress_route")
-                .collect();
-            let reasons: Vec<&str> = routes
-                .iter()
-                .map(|e| e["reason"].as_str().unwrap())
-                .collect();
-            assert_eq!(reasons, ["ok", "path_not_allowed"]);
-            assert!(routes.iter().all(
+    let world = blocking(move || {
+        let out = world.run(&["run", "call", "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+        let text = json["stdout"].as_str().unwrap();
+        assert!(
+            text.contains("Bearer [REDACTED]"),
+            "the upstream got it, the command did not: {text}"
+        );
+        assert!(text.contains("403 path_not_allowed"), "{text}");
+        let port = text
+            .lines()
+            .find_map(|l| l.strip_prefix("API_URL=http://127.0.0.1:"))
+            .expect("API_URL in the command's environment");
+        assert!(port.ends_with("/api"), "{port}");
+        assert!(text.contains("NO_PROXY=127.0.0.1,localhost"), "{text}");
+        assert!(
+            !text.contains(TOKEN_ENV),
+            "agentguard's variable is not passed on: {text}"
+        );
+        assert_eq!(
+            json["egress"],
+            serde_json::json!({"allowed": 1, "denied": 1})
+        );
+        assert_no_secret("the run's output and --json", &stdout(&out));
+        assert_no_secret("the diagnostics", &stderr(&out));
+        let audit = world.audit_text();
+        assert_no_secret("the audit log", &audit);
+        let routes: Vec<serde_json::Value> = audit
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|e| e["kind"] == "egress_route")
+            .collect();
+        let reasons: Vec<&str> = routes
+            .iter()
+            .map(|e| e["reason"].as_str().unwrap())
+            .collect();
+        assert_eq!(reasons, ["ok", "path_not_allowed"]);
+        assert!(routes.iter().all(
                 |e| e["subject"]["route"] == "api" && e["subject"]["run"] == json["container"]
             ));
-            let log = world.dir.path().join("audit.jsonl");
-            let verify = crate::agentguard(&["audit", "verify", log.to_str().unwrap()]);
-            assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
-            let show = crate::agentguard(&[
-                "audit",
-                "show",
-                log.to_str().unwrap(),
-                "--kind",
-                "egress_route",
-            ]);
-            let shown = stdout(&show);
-            assert!(
-                shown.contains("route=api") && shown.contains("method=\"GET\"")
-                    || shown.contains("method=GET"),
-                "{shown}"
-            );
-            assert!(shown.contains("status=403"), "{shown}");
-            // Verbose diagnostics hold no secret either.
-            let out = world.command(&["run", "call", "-vvv"]).output().unwrap();
-            assert_no_secret("-vvv diagnostics", &stderr(&out));
-            world
-        })
-        .await;
+        let log = world.dir.path().join("audit.jsonl");
+        let verify = crate::agentguard(&["audit", "verify", log.to_str().unwrap()]);
+        assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+        let show = crate::agentguard(&[
+            "audit",
+            "show",
+            log.to_str().unwrap(),
+            "--kind",
+            "egress_route",
+        ]);
+        let shown = stdout(&show);
+        assert!(
+            shown.contains("route=api") && shown.contains("method=\"GET\"")
+                || shown.contains("method=GET"),
+            "{shown}"
+        );
+        assert!(shown.contains("status=403"), "{shown}");
+        // Verbose diagnostics hold no secret either.
+        let out = world.command(&["run", "call", "-vvv"]).output().unwrap();
+        assert_no_secret("-vvv diagnostics", &stderr(&out));
+        world
+    })
+    .await;
     let seen = world.upstream.seen();
     assert_eq!(
         seen.len(),

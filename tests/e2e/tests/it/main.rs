@@ -10,6 +10,7 @@ mod limits;
 mod mcp;
 mod params;
 mod rootless;
+mod routes;
 
 /// The combination under test, or return `Ok(())` from the test after a SKIPPED line.
 macro_rules! combo_or_skip {

@@ -1,0 +1,90 @@
+//! The headers of a route request: what of the client's goes upstream, and what of the
+//! upstream's comes back (DESIGN.md, "Credentials that never enter the sandbox").
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+use crate::redact::redact_all;
+use crate::route::Route;
+use crate::route_target::rewrite_location;
+
+/// Hop-by-hop headers, and those the `Connection` header names.
+fn hop_by_hop(headers: &HeaderMap) -> Vec<HeaderName> {
+    let mut names: Vec<HeaderName> = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "content-length",
+    ]
+    .iter()
+    .map(|n| HeaderName::from_static(n))
+    .collect();
+    for value in headers.get_all(header::CONNECTION) {
+        for token in value.to_str().unwrap_or_default().split(',') {
+            if let Ok(name) = HeaderName::try_from(token.trim()) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// The client's headers as sent upstream (see the module docs).
+pub(crate) fn request_headers(mut headers: HeaderMap, route: &Route) -> HeaderMap {
+    for name in hop_by_hop(&headers) {
+        headers.remove(name);
+    }
+    for name in [
+        header::HOST,
+        header::AUTHORIZATION,
+        header::COOKIE,
+        header::EXPECT,
+        route.header.clone(),
+    ] {
+        headers.remove(name);
+    }
+    if let Ok(host) = HeaderValue::try_from(route.upstream.authority()) {
+        headers.insert(header::HOST, host);
+    }
+    headers.insert(route.header.clone(), route.value.clone());
+    headers.insert(
+        header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
+    if !headers.contains_key(header::USER_AGENT) {
+        let agent = concat!("agentguard/", env!("CARGO_PKG_VERSION"));
+        headers.insert(header::USER_AGENT, HeaderValue::from_static(agent));
+    }
+    headers
+}
+
+/// The upstream's headers as sent back: hop-by-hop and the length dropped (redaction may
+/// change it), every value redacted, a `Location` inside the base pointed at the route.
+pub(crate) fn response_headers(mut headers: HeaderMap, route: &Route, port: u16) -> HeaderMap {
+    for name in hop_by_hop(&headers) {
+        headers.remove(name);
+    }
+    let mut out = HeaderMap::with_capacity(headers.len());
+    let origin = format!("https://{}", route.upstream.authority());
+    let route_path = format!("/{}", route.name);
+    let route_url = format!("http://127.0.0.1:{port}{route_path}");
+    for (name, value) in &headers {
+        let mut bytes = redact_all(&route.redact, value.as_bytes());
+        if name == header::LOCATION
+            && let Ok(text) = std::str::from_utf8(&bytes)
+            && let Some(local) =
+                rewrite_location(text, &origin, &route.base_path, &route_url, &route_path)
+        {
+            bytes = local.into_bytes();
+        }
+        if let Ok(value) = HeaderValue::from_bytes(&bytes) {
+            out.append(name.clone(), value);
+        }
+    }
+    out
+}
