@@ -14,7 +14,7 @@ use crate::{cmd, image, setup};
 
 pub(crate) fn run() -> Result<()> {
     let engines = setup::run()?;
-    println!("\n== demo 1/6: which addresses count as public (never dials)");
+    println!("\n== demo 1/7: which addresses count as public (never dials)");
     let agentguard = cmd::debug_binary()?;
     cmd::run(
         agentguard
@@ -43,7 +43,7 @@ pub(crate) fn run() -> Result<()> {
     let executor = ContainerExecutor::new(demo_spec(kind, runtime)?);
     let identity = executor.identity();
     println!(
-        "\n== demo 2/6: the allowlisted command `whoami` in a hardened container ({kind}{})",
+        "\n== demo 2/7: the allowlisted command `whoami` in a hardened container ({kind}{})",
         runtime.map(|r| format!(" under {r}")).unwrap_or_default()
     );
     let whoami = executor.invoke("whoami", &[])?;
@@ -117,7 +117,7 @@ fn demo_spec(kind: EngineKind, runtime: Option<&str>) -> Result<ContainerSpec> {
 /// same command with a good value runs.
 fn refusals(executor: &ContainerExecutor, rt: &tokio::runtime::Runtime) -> Result<()> {
     println!(
-        "\n== demo 3/6: a name that is not on the allowlist, and a param value its type refuses, never reach the engine"
+        "\n== demo 3/7: a name that is not on the allowlist, and a param value its type refuses, never reach the engine"
     );
     match executor.invoke("rm -rf /", &[]) {
         Ok(_) => bail!("an unlisted name produced an argv"),
@@ -236,13 +236,14 @@ impl Peers {
     }
 }
 
-/// Demos 4 to 6: DNS pinning, the egress proxy, and a container whose only way out is its
-/// proxy, against servers on loopback, with audit.
+/// Demos 4 to 7: DNS pinning, the egress proxy, a container whose only way out is its proxy,
+/// and a credential route, against servers on loopback, with audit.
 fn network(agentguard: &std::path::Path, kind: EngineKind, runtime: Option<&str>) -> Result<()> {
     let peers = Peers::start()?;
     let fetch_log = fetch_demo(agentguard, &peers)?;
     let egress_log = proxy_demo(agentguard, &peers)?;
     crate::demo_egress::run(agentguard, &peers.context(), kind, runtime)?;
+    crate::demo_route::run(agentguard, &peers.context(), kind, runtime)?;
     println!("\n$ agentguard audit show (the egress log, then verify both logs)");
     show(agentguard, &["audit", "show", &egress_log], &[])?;
     let v1 = show(agentguard, &["audit", "verify", &egress_log], &[])?;
@@ -260,7 +261,7 @@ fn fetch_demo(agentguard: &std::path::Path, peers: &Peers) -> Result<String> {
     } = peers;
     let fetch_log = peers.log("fetch.jsonl");
     println!(
-        "\n== demo 4/6: DNS pinning: fetch resolves once, checks every address, dials exactly those, verifies TLS"
+        "\n== demo 4/7: DNS pinning: fetch resolves once, checks every address, dials exactly those, verifies TLS"
     );
     println!(
         "   (a test DNS server on {ns}; pkgs.example.test is a TLS server with a test CA on 127.0.0.2, allowed by --allow-cidr)"
@@ -297,7 +298,7 @@ fn proxy_demo(agentguard: &std::path::Path, peers: &Peers) -> Result<String> {
         port, ns, ca_path, ..
     } = peers;
     println!(
-        "\n== demo 5/6: the egress proxy: CONNECT only, allowlisted, pinned, audited; curl through it"
+        "\n== demo 5/7: the egress proxy: CONNECT only, allowlisted, pinned, audited; curl through it"
     );
     let egress_log = peers.log("egress.jsonl");
     let mut proxy = std::process::Command::new(agentguard)

@@ -26,7 +26,7 @@ pub(crate) fn run(
     runtime: Option<&str>,
 ) -> Result<()> {
     println!(
-        "\n== demo 6/6: the only way out: pip inside a container whose network is its own egress proxy"
+        "\n== demo 6/7: the only way out: pip inside a container whose network is its own egress proxy"
     );
     image::ensure_pytest_image(kind.program_name())?;
     let workspace = peers.dir.join("workspace");

@@ -18,6 +18,7 @@ pub(crate) const TARGETS: &[&str] = &[
     "client_hello",
     "config",
     "params",
+    "route_target",
 ];
 
 pub(crate) fn run(args: &[String]) -> Result<()> {

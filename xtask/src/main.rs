@@ -9,6 +9,7 @@ mod ci;
 mod cmd;
 mod demo;
 mod demo_egress;
+mod demo_route;
 mod e2e;
 mod fuzz;
 mod image;

@@ -8,7 +8,8 @@
 //! (that file), `/echo` (the request head and body, as text), `/echo-split` (the same, sent
 //! as two chunks cut inside the `authorization` value), `/sse` (one server-sent event, then a
 //! second once [`TlsUpstream::release`] is called), `/hang` (no answer at all),
-//! `/location?to=URL` (a 302 to URL), anything else `hello from IP`. With
+//! `/location?to=URL` (a 302 to URL), `/gzip` (a body with `Content-Encoding: gzip`),
+//! `/garbage` (bytes that are not HTTP), anything else `hello from IP`. With
 //! [`UpstreamOptions::authorization`] set, a request without exactly that `Authorization`
 //! value is answered 401.
 
@@ -330,6 +331,14 @@ async fn respond<W: AsyncWriteExt + Unpin>(
         return out
             .write_all(format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes())
             .await;
+    }
+    if path == "/gzip" {
+        return out
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\nConnection: close\r\n\r\n\x1f\x8b\x08\x00")
+            .await;
+    }
+    if path == "/garbage" {
+        return out.write_all(b"this is not HTTP at all\r\n\r\n").await;
     }
     if path == "/redirect" {
         return out

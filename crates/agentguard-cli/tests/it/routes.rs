@@ -366,3 +366,70 @@ async fn routes_on_a_network_none_command_are_refused() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tool_descriptions_name_each_route_and_never_its_secret() {
+    let world = World::start("").await;
+    blocking(move || {
+        let out = world.run(&["tools", "--format", "mcp"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let tools: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let call = tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "call")
+            .expect("the call tool");
+        let description = call["description"].as_str().unwrap();
+        for needle in [
+            "/api, in $API_URL",
+            "GET to api.example.test",
+            "the paths /echo",
+            "credential added by the proxy",
+        ] {
+            assert!(
+                description.contains(needle),
+                "{needle:?} missing: {description}"
+            );
+        }
+        assert_no_secret("the tool list", &stdout(&out));
+        assert!(!description.contains("Bearer"), "{description}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_says_whether_each_secret_is_present_and_never_its_value() {
+    let world = World::start("").await;
+    blocking(move || {
+        let doctor = |token: Option<&str>| {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_agentguard"));
+            command
+                .arg("doctor")
+                .env("AGENTGUARD_CONFIG", &world.config)
+                .env_remove("AGENTGUARD_LOG")
+                .env_remove(TOKEN_ENV);
+            if let Some(token) = token {
+                command.env(TOKEN_ENV, token);
+            }
+            let out = command.output().unwrap();
+            format!("{}{}", stdout(&out), stderr(&out))
+        };
+        let present = doctor(Some(SECRET));
+        assert!(
+            present.contains(&format!(
+                "ok   secret \"api\" (the variable {TOKEN_ENV}) is present"
+            )),
+            "{present}"
+        );
+        assert_no_secret("doctor", &present);
+        let missing = doctor(None);
+        assert!(
+            missing.contains(&format!(
+                "FAIL secret \"api\": the variable {TOKEN_ENV} is not set"
+            )),
+            "{missing}"
+        );
+    })
+    .await;
+}

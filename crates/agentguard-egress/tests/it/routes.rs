@@ -471,6 +471,41 @@ async fn request_bodies_are_streamed_up_to_the_cap() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_compressed_answer_and_one_that_is_not_http_are_refused() {
+    let s = Setup::start().await;
+    let route = s.route(&["/gzip", "/garbage"]).build().unwrap();
+    let proxy = s.proxy(vec![route]).start().await.unwrap();
+    for (path, status, reason) in [
+        ("/api/gzip", 502, "encoded_response"),
+        ("/api/garbage", 502, "http_error"),
+    ] {
+        let reply = send(proxy.local_addr(), &get(path, "")).await;
+        assert_eq!(reply.status, status, "{path}: {reply:?}");
+        assert_eq!(
+            reply.header("x-agentguard-reason").as_deref(),
+            Some(reason),
+            "{path}"
+        );
+        assert_eq!(
+            reply.header("x-agentguard-decision").as_deref(),
+            Some("upstream-error")
+        );
+    }
+    let events = s.route_events(2).await;
+    let reasons: Vec<(&str, Decision)> = events
+        .iter()
+        .map(|e| (e.reason.as_str(), e.decision))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("encoded_response", Decision::Error),
+            ("http_error", Decision::Error)
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_upstream_certificate_from_an_untrusted_ca_is_refused() {
     let s = Setup::start().await;
     let other = TestCa::new("another CA");

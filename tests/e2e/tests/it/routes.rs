@@ -32,7 +32,10 @@ fn secret() -> Result<String> {
 /// `user:secret` in base64, as the index checks it.
 fn basic(user: &str, secret: &str) -> Result<String> {
     let out = Command::new("python3")
-        .args(["-c", "import base64,sys; print(base64.b64encode(sys.argv[1].encode()).decode())"])
+        .args([
+            "-c",
+            "import base64,sys; print(base64.b64encode(sys.argv[1].encode()).decode())",
+        ])
         .arg(format!("{user}:{secret}"))
         .output()
         .context("python3 encodes the basic credential")?;
@@ -50,7 +53,10 @@ async fn from_inside_a_route_serves_an_api_and_an_index_and_the_secret_is_nowher
     let ca_file = dir.0.with_extension("ca.pem");
     std::fs::write(&ca_file, ca.pem())?;
     let wheel_path = dir.0.with_extension("whl");
-    let status = Command::new("python3").args(["-c", WHEEL_SCRIPT]).arg(&wheel_path).status()?;
+    let status = Command::new("python3")
+        .args(["-c", WHEEL_SCRIPT])
+        .arg(&wheel_path)
+        .status()?;
     ensure!(status.success(), "building the test wheel failed");
     let names = ["api.example.test", "index.example.test"];
     let api = TlsUpstream::start(UPSTREAM, 0, ca.server_config(&names)).await;
@@ -58,7 +64,8 @@ async fn from_inside_a_route_serves_an_api_and_an_index_and_the_secret_is_nowher
         files: index_files(std::fs::read(&wheel_path)?),
         authorization: Some(format!("Basic {}", basic("token", &secret)?)),
     };
-    let index = TlsUpstream::start_with(UPSTREAM, 0, ca.server_config(&names), index_options).await?;
+    let index =
+        TlsUpstream::start_with(UPSTREAM, 0, ca.server_config(&names), index_options).await?;
     let dns = FakeDns::start().await;
     for name in names {
         dns.answer(name, &[UPSTREAM]);
@@ -149,7 +156,10 @@ routes = ["api", "index"]
         ("no_proxy", "127.0.0.1,localhost"),
         ("echo_status", "200"),
         ("echo_redacted", "yes"),
-        ("outside_status", "403 403 path_not_allowed: route api allows the paths /echo, not \"/private\""),
+        (
+            "outside_status",
+            "403 403 path_not_allowed: route api allows the paths /echo, not \"/private\"",
+        ),
         ("pip_exit", "0"),
         ("agprobe", "42"),
         ("traces", "none"),
@@ -159,12 +169,21 @@ routes = ["api", "index"]
         .filter(|(key, value)| seen.get(key) != Some(value))
         .map(|(key, value)| format!("{key}: got {:?}, want {value:?}", seen.get(key)))
         .collect();
-    ensure!(wrong.is_empty(), "{}:\n{}\n{said}", combo.label(), wrong.join("\n"));
     ensure!(
-        seen.get("api_url").is_some_and(|u| u.starts_with("http://127.0.0.1:") && u.ends_with("/api")),
+        wrong.is_empty(),
+        "{}:\n{}\n{said}",
+        combo.label(),
+        wrong.join("\n")
+    );
+    ensure!(
+        seen.get("api_url")
+            .is_some_and(|u| u.starts_with("http://127.0.0.1:") && u.ends_with("/api")),
         "API_URL: {said}"
     );
-    for (what, text) in [("the run's output and --json", &stdout), ("the diagnostics", &stderr)] {
+    for (what, text) in [
+        ("the run's output and --json", &stdout),
+        ("the diagnostics", &stderr),
+    ] {
         ensure!(!text.contains(&secret), "the secret is in {what}");
     }
     // The proxy added it upstream: the bearer token to the API, basic auth to the index.
@@ -182,7 +201,10 @@ routes = ["api", "index"]
         index_paths == ["/simple/agprobe/", format!("/files/{WHEEL_NAME}").as_str()],
         "the index saw {index_paths:?}"
     );
-    let verify = Command::new(&combo.binary).args(["audit", "verify"]).arg(&audit).output()?;
+    let verify = Command::new(&combo.binary)
+        .args(["audit", "verify"])
+        .arg(&audit)
+        .output()?;
     ensure!(verify.status.success(), "the audit log does not verify");
     let log = std::fs::read_to_string(&audit)?;
     ensure!(!log.contains(&secret), "the secret is in the audit log");
@@ -190,7 +212,13 @@ routes = ["api", "index"]
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|e| e["kind"] == "egress_route")
-        .map(|e| format!("{}:{}", e["subject"]["route"].as_str().unwrap_or("?"), e["reason"].as_str().unwrap_or("?")))
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e["subject"]["route"].as_str().unwrap_or("?"),
+                e["reason"].as_str().unwrap_or("?")
+            )
+        })
         .collect();
     ensure!(
         reasons == ["api:ok", "api:path_not_allowed", "index:ok", "index:ok"],
