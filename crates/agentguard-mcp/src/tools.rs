@@ -130,7 +130,7 @@ fn command_tool(sandbox: &Sandbox, command: &Command, description: Option<&Strin
     let argv = sanitize(&command.argv().join(" "));
     let network = sandbox.network_of(name).unwrap_or(Network::None);
     let mut network_text = match (network, sandbox.egress_hosts(name)) {
-        (Network::Egress, Some(hosts)) if hosts.is_empty() => {
+        (Network::Egress, Some([])) => {
             "network only through its own egress proxy, to no host but its routes".to_owned()
         }
         (Network::Egress, Some(hosts)) => format!(

@@ -24,6 +24,6 @@ pub use dns::FakeDns;
 pub use echo::EchoServer;
 pub use engine::FakeEngine;
 pub use kmock::{KmockCluster, REQUIRE_KMOCK};
-pub use listener::RecordingListener;
+pub use listener::{RecordingListener, free_port};
 pub use tls::{Seen, TestCa, TlsUpstream, UpstreamOptions};
 pub use wait::{eventually, eventually_blocking};

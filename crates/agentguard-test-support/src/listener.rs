@@ -62,3 +62,12 @@ impl RecordingListener {
         self.seen.lock().unwrap().len()
     }
 }
+
+/// A port free on 127.0.0.1 just now (for a relay or a proxy that must be told its port
+/// before it binds; another process may still take it, which the caller's bind reports).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}

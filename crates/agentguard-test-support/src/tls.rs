@@ -238,7 +238,8 @@ impl TlsUpstream {
     }
 }
 
-/// The head as text and the body its `Content-Length` announces (read after the head).
+/// The head as text and the body its `Content-Length` announces, or a chunked body as sent
+/// (read after the head).
 async fn read_body<R: AsyncReadExt + Unpin>(tls: &mut R, mut head: Vec<u8>) -> (String, Vec<u8>) {
     let end = head
         .windows(4)
@@ -250,8 +251,17 @@ async fn read_body<R: AsyncReadExt + Unpin>(tls: &mut R, mut head: Vec<u8>) -> (
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(0)
         .min(1 << 20);
+    let chunked =
+        header(&head, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+    let done = |body: &[u8]| {
+        if chunked {
+            body.ends_with(b"0\r\n\r\n") || body.len() >= 1 << 20
+        } else {
+            body.len() >= want
+        }
+    };
     let mut buf = [0u8; 4096];
-    while body.len() < want {
+    while !done(&body) {
         match tls.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => body.extend_from_slice(&buf[..n]),

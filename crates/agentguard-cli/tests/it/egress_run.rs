@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use agentguard_test_support::{FakeDns, FakeEngine, TestCa, TlsUpstream};
+use agentguard_test_support::{FakeDns, FakeEngine, TestCa, TlsUpstream, free_port};
 
 use crate::{agentguard, stderr, stdout};
 
@@ -20,13 +20,6 @@ struct World {
     _dns: FakeDns,
     upstream: TlsUpstream,
     config: PathBuf,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
 }
 
 impl World {

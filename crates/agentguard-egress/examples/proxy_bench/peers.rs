@@ -44,13 +44,7 @@ impl Proxy {
     }
 }
 
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .expect("free port")
-        .local_addr()
-        .expect("port")
-        .port()
-}
+pub(crate) use agentguard_test_support::free_port;
 
 pub(crate) fn wait_listening(addr: SocketAddr, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -12,18 +12,9 @@ use agentguard_container::{ContainerSpec, Engine};
 use agentguard_policy::parse_cidr;
 use agentguard_sandbox::relay::RelayProgram;
 use agentguard_sandbox::{EgressCounts, Error, Network, Sandbox, SandboxBuilder};
-use agentguard_test_support::{FakeDns, FakeEngine, TestCa, TlsUpstream};
+use agentguard_test_support::{FakeDns, FakeEngine, TestCa, TlsUpstream, free_port};
 
 const UPSTREAM: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
-
-/// A free port on the host's loopback for the relay (the fake "container" shares the host's
-/// network, unlike a real one).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
 
 struct World {
     engine: FakeEngine,
