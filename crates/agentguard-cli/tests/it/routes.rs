@@ -153,10 +153,11 @@ async fn a_command_uses_a_route_whose_secret_it_never_sees() {
             .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
             .filter(|e| e["kind"] == "egress_route")
             .collect();
-        let reasons: Vec<&str> = routes
+        let mut reasons: Vec<&str> = routes
             .iter()
             .map(|e| e["reason"].as_str().unwrap())
             .collect();
+        reasons.sort();
         assert_eq!(reasons, ["ok", "path_not_allowed"]);
         assert!(routes.iter().all(
                 |e| e["subject"]["route"] == "api" && e["subject"]["run"] == json["container"]

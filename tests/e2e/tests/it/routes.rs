@@ -208,7 +208,7 @@ routes = ["api", "index"]
     ensure!(verify.status.success(), "the audit log does not verify");
     let log = std::fs::read_to_string(&audit)?;
     ensure!(!log.contains(&secret), "the secret is in the audit log");
-    let reasons: Vec<String> = log
+    let mut reasons: Vec<String> = log
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|e| e["kind"] == "egress_route")
@@ -220,6 +220,7 @@ routes = ["api", "index"]
             )
         })
         .collect();
+    reasons.sort();
     ensure!(
         reasons == ["api:ok", "api:path_not_allowed", "index:ok", "index:ok"],
         "route events: {reasons:?}"
