@@ -1,16 +1,13 @@
-//! The `agentguard run` TOML config loader, on arbitrary text: it never panics, whatever the
-//! keys, types and values (the loader is the CLI's own source file, included as a module).
+//! The `agentguard run` TOML config loader (the agentguard-config crate the CLI and the
+//! Python package share), on arbitrary text: it never panics, whatever the keys, types and
+//! values.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-
-#[path = "../../crates/agentguard-cli/src/config.rs"]
-#[allow(dead_code, unreachable_pub, unused_imports)]
-mod config;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let _ = config::from_text(text, std::path::Path::new("/nonexistent/agentguard.toml"));
+    let _ = agentguard_config::from_text(text, std::path::Path::new("/nonexistent/agentguard.toml"));
 });

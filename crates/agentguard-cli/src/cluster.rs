@@ -32,7 +32,7 @@ pub(crate) fn run(
     } else {
         audit_log::for_runs(config.audit.as_ref())?
     };
-    let (job, labels) = cluster.identity(&config.spec);
+    let (job, labels) = identity(&config.spec);
     let record = |event: Event| -> anyhow::Result<()> {
         if let Some(sink) = &audit {
             sink.record(on_cluster(event, kubernetes, &job))?;
@@ -79,18 +79,15 @@ pub(crate) fn run(
     finish(args, &invocation, image, &job, outcome, record)
 }
 
-impl Cluster {
-    /// The one identity of a run on this cluster: a fresh Job name, and the owner labels with
-    /// this host's, the same for `run`, `k8s manifests` and `doctor`.
-    pub(crate) fn identity(
-        &self,
-        spec: &agentguard_container::ContainerSpec,
-    ) -> (String, Vec<(String, String)>) {
-        let identity = agentguard_container::ContainerExecutor::new(spec.clone()).identity();
-        let mut labels = identity.labels;
-        labels.push(agentguard_kubectl::gc::host_label());
-        (identity.name, labels)
-    }
+/// The one identity of a run on a cluster: a fresh Job name, and the owner labels with this
+/// host's, the same for `run`, `k8s manifests` and `doctor`.
+pub(crate) fn identity(
+    spec: &agentguard_container::ContainerSpec,
+) -> (String, Vec<(String, String)>) {
+    let identity = agentguard_container::ContainerExecutor::new(spec.clone()).identity();
+    let mut labels = identity.labels;
+    labels.push(agentguard_kubectl::gc::host_label());
+    (identity.name, labels)
 }
 
 /// The network of the allowlisted command `name` on a cluster, once the egress settings make

@@ -24,7 +24,7 @@ pub(crate) fn run() -> anyhow::Result<u8> {
         let kubernetes = &cluster.kubernetes;
         let kubectl = agentguard_kubectl::Kubectl::new(&kubernetes.settings);
         let gvisor = config.spec.runtime().is_some_and(|r| r.is_gvisor());
-        let (_, labels) = cluster.identity(&config.spec);
+        let (_, labels) = crate::cluster::identity(&config.spec);
         let findings = runtime.block_on(agentguard_kubectl::doctor::diagnose(
             &kubectl,
             &kubernetes.settings,

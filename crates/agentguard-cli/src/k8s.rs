@@ -28,7 +28,7 @@ fn manifests(args: &K8sManifestsArgs) -> anyhow::Result<u8> {
     let kubernetes = &cluster.kubernetes;
     let params = crate::args::param_words(&args.params)?;
     let invocation = config.spec.commands().invoke(&args.name, &params)?;
-    let (job, labels) = cluster.identity(&config.spec);
+    let (job, labels) = crate::cluster::identity(&config.spec);
     let network = crate::cluster::checked_network(&config, &args.name)?;
     let request = RunRequest {
         spec: &config.spec,

@@ -6,7 +6,7 @@ mod audit;
 mod audit_log;
 mod classify;
 mod cluster;
-mod config;
+use agentguard_config as config;
 mod doctor;
 mod egress;
 mod ended;

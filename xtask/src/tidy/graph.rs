@@ -7,7 +7,8 @@
 //! `container`,
 //! `netpin` and `egress` sit on them and not on each other, except `egress -> netpin`; only
 //! `sandbox` composes `container` with `egress`, the relay (which runs inside containers)
-//! names nothing, and only the CLI composes everything. A new agentguard crate must be given its rule here.
+//! names nothing, `config` reads the run configuration for the CLI and the Python package
+//! (`python`), and only those two compose everything. A new agentguard crate must be given its rule here.
 
 use std::path::Path;
 use std::process::Command;
@@ -83,9 +84,39 @@ const GRAPH: &[(&str, &[&str])] = &[
         "agentguard-e2e",
         &["agentguard-container", "agentguard-test-support"],
     ),
+    // The run configuration: the seed's keys into a spec and a sandbox, for the CLI and the
+    // Python binding alike.
+    (
+        "agentguard-config",
+        &[
+            "agentguard-policy",
+            "agentguard-audit",
+            "agentguard-container",
+            "agentguard-netpin",
+            "agentguard-egress",
+            "agentguard-sandbox",
+            "agentguard-k8s",
+        ],
+    ),
+    // The Python package: conversions over the config, the sandbox, the fetcher, the proxy,
+    // the audit log, and the MCP crate's tool results and argument conversion.
+    (
+        "agentguard-python",
+        &[
+            "agentguard-policy",
+            "agentguard-audit",
+            "agentguard-container",
+            "agentguard-netpin",
+            "agentguard-egress",
+            "agentguard-sandbox",
+            "agentguard-config",
+            "agentguard-mcp",
+        ],
+    ),
     (
         "agentguard-cli",
         &[
+            "agentguard-config",
             "agentguard-policy",
             "agentguard-audit",
             "agentguard-container",
@@ -152,7 +183,10 @@ fn rules(name: &str, manifest: &str, deps: &[&str], problems: &mut Vec<String>) 
         name.starts_with("agentguard-") && !["agentguard-cli", "agentguard-e2e"].contains(&name);
     if library {
         for banned in ["anyhow", "clap"] {
-            if deps.contains(&banned) {
+            // The config loader is the CLI's, shared with the Python binding: its errors stay
+            // anyhow chains whose causes each front end maps (exit codes, exception classes).
+            let shared_loader = name == "agentguard-config" && banned == "anyhow";
+            if deps.contains(&banned) && !shared_loader {
                 problems.push(format!("{manifest}: libraries use thiserror, not {banned}"));
             }
         }

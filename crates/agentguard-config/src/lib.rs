@@ -3,7 +3,10 @@
 //! Unknown keys are errors that name the key and its line; relative paths are relative to the
 //! config file; every value is then parsed and validated by the container crate, whose errors
 //! name the field and the value. The `[audit]` table names the audit log; `network`, the
-//! `[egress]` table and the `[commands.NAME]` table form are read by `config/egress.rs`.
+//! `[egress]` table and the `[commands.NAME]` table form are read by `egress.rs`.
+//!
+//! The CLI loads a file with [`load`]; the Python package passes its keyword arguments as JSON
+//! to [`from_json`]: both get the same checks and the same errors.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,45 +15,19 @@ use std::time::Duration;
 use agentguard_container::{ContainerSpec, ContainerSpecBuilder, Engine, UserIds, WorkspaceMode};
 use serde::Deserialize;
 
-#[path = "config/egress.rs"]
 mod egress;
-#[path = "config/kubernetes.rs"]
+mod error;
 mod kubernetes;
-#[path = "config/params.rs"]
 mod params;
-#[path = "config/routes.rs"]
 mod routes;
 
-pub(crate) use egress::{Commands, EgressTable, FetchTable, RELAY_ENV, policy_from, runs_dir};
-pub(crate) use kubernetes::KubernetesConfig;
-pub(crate) use routes::Routes;
-
-/// The file could not be read or is not a valid configuration (a usage error).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ConfigError {
-    #[error("reading the config file {path}", path = path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}", path = path.display())]
-    Parse { path: PathBuf, message: String },
-    #[error("workspace {path} (relative paths are relative to the config file)", path = path.display())]
-    Workspace {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{0}")]
-    Invalid(String),
-    #[error("in {path}", path = path.display())]
-    Spec {
-        path: PathBuf,
-        #[source]
-        source: agentguard_container::Error,
-    },
-}
+pub use egress::{
+    CommandEntry, Commands, EgressTable, FetchTable, RELAY_ENV, RUN_DIR_ENV, check_ports,
+    policy_from, runs_dir,
+};
+pub use error::ConfigError;
+pub use kubernetes::KubernetesConfig;
+pub use routes::{RouteTable, Routes, SecretCheck, SecretSource};
 
 /// A number or a string (`cpus = 1`, `cpus = "1.5"`).
 #[derive(Debug, Deserialize)]
@@ -115,33 +92,39 @@ struct File {
 }
 
 /// A loaded configuration: every table converted once, into the values runs use.
-pub(crate) struct RunConfig {
-    pub(crate) spec: ContainerSpec,
+pub struct RunConfig {
+    /// The container spec: image, engine, runtime, limits, commands.
+    pub spec: ContainerSpec,
     /// Each command's network, allowlist and description, and the `[egress]` table.
-    pub(crate) commands: Commands,
+    pub commands: Commands,
     /// The `[fetch]` table (the MCP server's `fetch` tool), `ca_file` resolved.
-    pub(crate) fetch: Option<FetchTable>,
+    pub fetch: Option<FetchTable>,
     /// Where runs go.
-    pub(crate) target: Target,
-    pub(crate) audit: Option<AuditConfig>,
+    pub target: Target,
+    /// The `[audit]` table, its path resolved.
+    pub audit: Option<AuditConfig>,
 }
 
 /// Where runs go: this machine's engine (the spec's), or a cluster through kubectl.
-pub(crate) enum Target {
+pub enum Target {
+    /// The engine the spec names, on this machine.
     Local,
+    /// A cluster, through kubectl.
     Cluster(Cluster),
 }
 
 /// `engine = "kubernetes"`: the checked `[kubernetes]` table, and whether the workspace claim
 /// is mounted read-write (`workspace_mode = "rw"`).
-pub(crate) struct Cluster {
-    pub(crate) kubernetes: KubernetesConfig,
-    pub(crate) workspace_rw: bool,
+pub struct Cluster {
+    /// The checked `[kubernetes]` table.
+    pub kubernetes: KubernetesConfig,
+    /// Whether the workspace claim is mounted read-write.
+    pub workspace_rw: bool,
 }
 
 impl RunConfig {
     /// The cluster, when runs go to one.
-    pub(crate) fn cluster(&self) -> Option<&Cluster> {
+    pub fn cluster(&self) -> Option<&Cluster> {
         match &self.target {
             Target::Cluster(cluster) => Some(cluster),
             Target::Local => None,
@@ -150,7 +133,7 @@ impl RunConfig {
 
     /// Refuses a Kubernetes config for `what` (a local run or server): runs on a cluster go
     /// through kubectl, never through the local engine the spec names.
-    pub(crate) fn local_only(&self, what: &str) -> anyhow::Result<()> {
+    pub fn local_only(&self, what: &str) -> anyhow::Result<()> {
         if self.cluster().is_some() {
             return Err(ConfigError::Invalid(format!(
                 "engine = \"kubernetes\": {what} does not serve a cluster yet; `agentguard run` runs one command there and `agentguard k8s manifests` prints what a run would apply. Nothing was started."
@@ -196,9 +179,11 @@ fn mounted(
 }
 
 /// The `[audit]` table: where runs are recorded, and the variable holding the HMAC key.
-pub(crate) struct AuditConfig {
-    pub(crate) path: PathBuf,
-    pub(crate) key_env: Option<String>,
+pub struct AuditConfig {
+    /// The log, resolved against the config's folder.
+    pub path: PathBuf,
+    /// The environment variable holding the HMAC key.
+    pub key_env: Option<String>,
 }
 
 /// Parses the text of the file at `path`, without building anything yet.
@@ -226,7 +211,8 @@ fn workspace(path: PathBuf, mode: WorkspaceMode) -> anyhow::Result<(PathBuf, Opt
     Ok((ws, owner))
 }
 
-pub(crate) fn load(path: &Path) -> anyhow::Result<RunConfig> {
+/// The configuration in the file at `path`.
+pub fn load(path: &Path) -> anyhow::Result<RunConfig> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_owned(),
         source,
@@ -234,13 +220,8 @@ pub(crate) fn load(path: &Path) -> anyhow::Result<RunConfig> {
     from_text(&text, path)
 }
 
-/// The configuration in `text`, read from `path` (relative paths are relative to it).
-/// `p` as written in the config file at `config`: relative paths are relative to the file.
-fn relative_to(config: &Path, p: &Path) -> PathBuf {
-    let base = config
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+/// `p` as written in a config whose relative paths are relative to `base`.
+fn relative_to(base: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() {
         p.to_path_buf()
     } else {
@@ -248,9 +229,40 @@ fn relative_to(config: &Path, p: &Path) -> PathBuf {
     }
 }
 
-pub(crate) fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
-    let mut file = parse(text, path)?;
-    let resolve = |p: &Path| relative_to(path, p);
+/// The configuration in `text`, read from `path` (relative paths are relative to it).
+pub fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
+    let base = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    from_file(parse(text, path)?, path, base)
+}
+
+/// The configuration in `json`, one JSON object with the config file's keys and values (what
+/// the Python package builds from its keyword arguments). Errors name the key path
+/// (`commands.run_tests.params.n`) after `origin` (the name shown, such as
+/// `ContainerExecutor`); relative paths are relative to `base`.
+pub fn from_json(json: &str, origin: &str, base: &Path) -> anyhow::Result<RunConfig> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let file: File = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let key = e.path().to_string();
+        let message = e.into_inner().to_string();
+        ConfigError::Parse {
+            path: PathBuf::from(origin),
+            message: if key == "." {
+                message
+            } else {
+                format!("{key}: {message}")
+            },
+        }
+    })?;
+    from_file(file, Path::new(origin), base)
+}
+
+/// The configuration of a parsed `file`, named `path` in errors, its relative paths relative
+/// to `base`.
+fn from_file(mut file: File, path: &Path, base: &Path) -> anyhow::Result<RunConfig> {
+    let resolve = |p: &Path| relative_to(base, p);
     let in_file = |source| ConfigError::Spec {
         path: path.to_owned(),
         source,
@@ -385,4 +397,42 @@ fn settings(mut builder: ContainerSpecBuilder, file: File) -> ContainerSpecBuild
         builder = builder.env(key, value);
     }
     builder
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(json: &str) -> String {
+        match from_json(json, "ContainerExecutor", Path::new("/")) {
+            Ok(_) => panic!("{json} was accepted"),
+            Err(e) => format!("{e:#}"),
+        }
+    }
+
+    #[test]
+    fn json_errors_name_the_key_path_after_the_origin() {
+        let unknown =
+            error(r#"{"image": "localhost/tools:1", "engine": "docker", "memroy": "1g"}"#);
+        assert!(unknown.starts_with("ContainerExecutor: "), "{unknown}");
+        assert!(unknown.contains("unknown field `memroy`"), "{unknown}");
+        let nested = error(
+            r#"{"image": "i", "engine": "docker", "commands": {"t": {"argv": ["true"], "params": {"n": {"type": "integer", "maxx": 3}}}}}"#,
+        );
+        assert!(nested.contains("commands.t.params.n"), "{nested}");
+        assert!(nested.contains("unknown field `maxx`"), "{nested}");
+        let value = error(r#"{"image": "i", "engine": "docker", "memory": "lots"}"#);
+        assert!(value.contains("lots"), "{value}");
+    }
+
+    #[test]
+    fn json_paths_are_relative_to_the_base() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        let json = r#"{"image": "i", "engine": "docker", "workspace": "ws", "audit": {"path": "a.jsonl"}}"#;
+        let config = from_json(json, "ContainerExecutor", dir.path()).unwrap();
+        assert_eq!(config.audit.unwrap().path, dir.path().join("a.jsonl"));
+        let missing = from_json(json, "ContainerExecutor", Path::new("/nonexistent"));
+        assert!(format!("{:#}", missing.err().unwrap()).contains("/nonexistent/ws"));
+    }
 }

@@ -11,20 +11,22 @@ pub(crate) const ENGINE: &str = "kubernetes";
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct KubernetesTable {
-    pub(crate) namespace: String,
-    pub(crate) context: Option<String>,
-    pub(crate) runtime_class: Option<String>,
-    pub(crate) workspace_claim: Option<String>,
-    pub(crate) proxy_image: Option<String>,
+    pub namespace: String,
+    pub context: Option<String>,
+    pub runtime_class: Option<String>,
+    pub workspace_claim: Option<String>,
+    pub proxy_image: Option<String>,
     #[serde(default)]
-    pub(crate) accept_weakened: Vec<String>,
+    pub accept_weakened: Vec<String>,
 }
 
 /// The checked `[kubernetes]` settings of a config.
 #[derive(Debug, Clone)]
-pub(crate) struct KubernetesConfig {
-    pub(crate) settings: agentguard_k8s::K8sSettings,
-    pub(crate) accept_weakened: Vec<agentguard_k8s::Weakened>,
+pub struct KubernetesConfig {
+    /// The checked settings: namespace, context, runtime class, claim, proxy image.
+    pub settings: agentguard_k8s::K8sSettings,
+    /// The weakened hardening the operator accepts on this cluster.
+    pub accept_weakened: Vec<agentguard_k8s::Weakened>,
 }
 
 /// The checked table when the engine is Kubernetes; a table without the engine, or the engine

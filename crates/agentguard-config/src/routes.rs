@@ -15,7 +15,7 @@ use serde::Deserialize;
 /// One `[secrets]` entry: `{ env = "VAR" }` or `{ file = "path" }`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct SecretSource {
+pub struct SecretSource {
     env: Option<String>,
     file: Option<PathBuf>,
 }
@@ -23,7 +23,7 @@ pub(crate) struct SecretSource {
 /// One `[routes.NAME]` table.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RouteTable {
+pub struct RouteTable {
     upstream: String,
     secret: String,
     header: Option<String>,
@@ -42,19 +42,19 @@ pub(crate) struct RouteTable {
 
 /// The secrets and routes of a config, shapes checked.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Routes {
+pub struct Routes {
     secrets: BTreeMap<String, SecretSource>,
     routes: BTreeMap<String, RouteTable>,
 }
 
 /// How a secret stands, for `agentguard doctor`: (name, where it comes from, the problem).
-pub(crate) type SecretCheck = (String, String, Option<String>);
+pub type SecretCheck = (String, String, Option<String>);
 
 impl Routes {
     /// Checks the shapes: each secret has one source, each route names a defined secret and
     /// one way to send it, its `env` is a variable name no other setting uses. File paths
     /// are made relative to the config file (`resolve`).
-    pub(crate) fn from_file(
+    pub fn from_file(
         secrets: BTreeMap<String, SecretSource>,
         routes: BTreeMap<String, RouteTable>,
         environment: &BTreeMap<String, String>,
@@ -104,26 +104,23 @@ impl Routes {
     }
 
     /// True when `name` is a defined route.
-    pub(crate) fn has(&self, name: &str) -> bool {
+    pub fn has(&self, name: &str) -> bool {
         self.routes.contains_key(name)
     }
 
     /// True when there is any route.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.routes.is_empty()
     }
 
     /// The defined routes' names, for messages.
-    pub(crate) fn names(&self) -> String {
+    pub fn names(&self) -> String {
         self.routes.keys().cloned().collect::<Vec<_>>().join(", ")
     }
 
     /// Builds the routes named in `wanted` with their secrets read now: `(route, env)`.
     /// A missing secret or a bad value refuses them all, naming the source, never a value.
-    pub(crate) fn build(
-        &self,
-        wanted: &BTreeSet<String>,
-    ) -> Result<Vec<(Route, Option<String>)>, String> {
+    pub fn build(&self, wanted: &BTreeSet<String>) -> Result<Vec<(Route, Option<String>)>, String> {
         let mut out = Vec::new();
         for name in wanted {
             let Some(table) = self.routes.get(name) else {
@@ -157,7 +154,7 @@ impl Routes {
 
     /// Every configured secret: where it comes from and whether it can be read (never its
     /// value), for `agentguard doctor`.
-    pub(crate) fn check_secrets(&self) -> Vec<SecretCheck> {
+    pub fn check_secrets(&self) -> Vec<SecretCheck> {
         self.secrets
             .iter()
             .map(|(name, source)| {

@@ -21,20 +21,22 @@ use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 /// Overrides the built-in relay with a relay program file.
-pub(crate) const RELAY_ENV: &str = "AGENTGUARD_RELAY";
+pub const RELAY_ENV: &str = "AGENTGUARD_RELAY";
 /// Overrides where run folders (each run's socket and relay copy) are made.
-pub(crate) const RUN_DIR_ENV: &str = "AGENTGUARD_RUN_DIR";
+pub const RUN_DIR_ENV: &str = "AGENTGUARD_RUN_DIR";
 
 /// One `[commands]` entry: the short form (an argv) or the table form.
 #[derive(Debug)]
-pub(crate) enum CommandEntry {
+pub enum CommandEntry {
+    /// `NAME = ["argv", ...]`.
     Argv(Vec<String>),
+    /// `[commands.NAME]` with `argv` and the optional keys.
     Table(CommandTable),
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct CommandTable {
+pub struct CommandTable {
     argv: Vec<String>,
     description: Option<String>,
     network: Option<String>,
@@ -46,7 +48,7 @@ pub(crate) struct CommandTable {
 
 impl CommandEntry {
     /// The argv template and the params as the policy crate takes them.
-    pub(crate) fn into_parts(self) -> (Vec<String>, BTreeMap<String, ParamSpec>) {
+    pub fn into_parts(self) -> (Vec<String>, BTreeMap<String, ParamSpec>) {
         match self {
             CommandEntry::Argv(argv) => (argv, BTreeMap::new()),
             CommandEntry::Table(table) => {
@@ -85,7 +87,7 @@ impl<'de> Deserialize<'de> for CommandEntry {
 /// The `[egress]` table.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct EgressTable {
+pub struct EgressTable {
     #[serde(default)]
     allow: Vec<String>,
     /// Absent: 443. Present, it must name at least one port.
@@ -101,22 +103,26 @@ pub(crate) struct EgressTable {
 /// keys as `[egress]` (and `ca_file`, `max_bytes`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct FetchTable {
-    pub(crate) allow: Vec<String>,
+pub struct FetchTable {
+    /// The allowed hosts or patterns.
+    pub allow: Vec<String>,
     /// Absent: 443. Present, it must name at least one port.
-    pub(crate) allow_ports: Option<Vec<u16>>,
+    pub allow_ports: Option<Vec<u16>>,
+    /// Ranges treated as reachable though not public.
     #[serde(default)]
-    pub(crate) allow_cidrs: Vec<String>,
+    pub allow_cidrs: Vec<String>,
+    /// DNS servers (`IP:PORT`) instead of the system resolver.
     #[serde(default)]
-    pub(crate) nameservers: Vec<String>,
+    pub nameservers: Vec<String>,
     /// Extra trusted roots (PEM), relative to the config file.
-    pub(crate) ca_file: Option<PathBuf>,
-    pub(crate) max_bytes: Option<u64>,
+    pub ca_file: Option<PathBuf>,
+    /// The largest body read.
+    pub max_bytes: Option<u64>,
 }
 
 impl FetchTable {
     /// The policy of the fetch tool.
-    pub(crate) fn policy(&self) -> anyhow::Result<TargetPolicy> {
+    pub fn policy(&self) -> anyhow::Result<TargetPolicy> {
         policy_from(
             &self.allow,
             self.allow_ports.as_deref().unwrap_or_default(),
@@ -126,7 +132,7 @@ impl FetchTable {
     }
 
     /// The nameservers, parsed.
-    pub(crate) fn nameservers(&self) -> anyhow::Result<Vec<std::net::SocketAddr>> {
+    pub fn nameservers(&self) -> anyhow::Result<Vec<std::net::SocketAddr>> {
         self.nameservers
             .iter()
             .map(|s| DnsResolver::parse_nameserver(s).context("[fetch] nameservers"))
@@ -137,7 +143,7 @@ impl FetchTable {
 /// What a run needs beyond the container spec: each command's network and allowlist, the
 /// shared `[egress]` settings, and the descriptions shown to agents.
 #[derive(Debug)]
-pub(crate) struct Commands {
+pub struct Commands {
     network: Network,
     egress: EgressTable,
     /// `[egress] allow_cidrs` and `nameservers`, parsed once at load.
@@ -153,7 +159,7 @@ pub(crate) struct Commands {
 
 impl Commands {
     /// Reads the network words and per-command settings; errors name the key.
-    pub(crate) fn from_file(
+    pub fn from_file(
         network: Option<&str>,
         commands: &BTreeMap<String, CommandEntry>,
         egress: Option<EgressTable>,
@@ -216,7 +222,7 @@ impl Commands {
     }
 
     /// The network of `name` on Kubernetes: nothing, or its own proxy with its allowlist.
-    pub(crate) fn k8s_network(&self, name: &str) -> anyhow::Result<agentguard_k8s::RunNetwork> {
+    pub fn k8s_network(&self, name: &str) -> anyhow::Result<agentguard_k8s::RunNetwork> {
         let network = self.networks.get(name).copied().unwrap_or(self.network);
         if network == Network::None {
             return Ok(agentguard_k8s::RunNetwork::None);
@@ -237,23 +243,23 @@ impl Commands {
     }
 
     /// The `[secrets]` and `[routes]` of the config.
-    pub(crate) fn routes(&self) -> &super::Routes {
+    pub fn routes(&self) -> &super::Routes {
         &self.routes
     }
 
     /// True when `[egress] nameservers` names any server.
-    pub(crate) fn has_nameservers(&self) -> bool {
+    pub fn has_nameservers(&self) -> bool {
         !self.nameservers.is_empty()
     }
 
     /// The descriptions given in `[commands.NAME]` tables.
-    pub(crate) fn descriptions(&self) -> &BTreeMap<String, String> {
+    pub fn descriptions(&self) -> &BTreeMap<String, String> {
         &self.descriptions
     }
 
     /// The sandbox that runs `spec`'s commands with these networks. `AGENTGUARD_RELAY` and
     /// `AGENTGUARD_RUN_DIR` override the relay and the runs folder.
-    pub(crate) fn sandbox(
+    pub fn sandbox(
         &self,
         spec: ContainerSpec,
         audit: Option<Arc<dyn AuditSink>>,
@@ -307,7 +313,7 @@ impl Commands {
 
 /// The `[secrets]`, `[routes]` and `[commands]` of `file`, checked, with `network` and
 /// `[egress]`: what a sandbox is built from.
-pub(super) fn commands(
+pub(crate) fn commands(
     file: &mut super::File,
     on_cluster: bool,
     resolve: impl Fn(&Path) -> PathBuf,
@@ -332,7 +338,7 @@ pub(super) fn commands(
 }
 
 /// Refuses `KEY = []`: an empty port list would otherwise mean the default, 443.
-pub(crate) fn check_ports(key: &str, ports: Option<&[u16]>) -> Result<(), String> {
+pub fn check_ports(key: &str, ports: Option<&[u16]>) -> Result<(), String> {
     match ports {
         Some([]) => Err(format!(
             "{key} = []: an empty list allows no port; name at least one (for example [443]) or remove the key for the default, 443"
@@ -351,7 +357,7 @@ fn check_patterns(key: &str, patterns: &[String]) -> Result<(), String> {
 }
 
 /// Where run folders are made: `AGENTGUARD_RUN_DIR`, or the sandbox's default.
-pub(crate) fn runs_dir() -> PathBuf {
+pub fn runs_dir() -> PathBuf {
     std::env::var_os(RUN_DIR_ENV)
         .filter(|p| !p.is_empty())
         .map_or_else(agentguard_sandbox::run_dir::default_runs_dir, PathBuf::from)
@@ -359,7 +365,7 @@ pub(crate) fn runs_dir() -> PathBuf {
 
 /// One validated policy from lists of hosts, ports and CIDRs, as the flags and the config's
 /// `[fetch]` table give them; `names` are the words errors carry (the CIDR key, the hosts').
-pub(crate) fn policy_from(
+pub fn policy_from(
     hosts: &[String],
     ports: &[u16],
     cidrs: &[String],

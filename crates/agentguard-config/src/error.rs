@@ -1,0 +1,46 @@
+//! `ConfigError`: what is wrong with a configuration, naming the key (a usage error).
+
+use std::path::PathBuf;
+
+/// The file could not be read or is not a valid configuration (a usage error).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading the config file {path}", path = path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A key or a value is not accepted; `message` names the key.
+    #[error("{path}: {message}", path = path.display())]
+    Parse {
+        /// The file (or the name of the caller, such as `ContainerExecutor`).
+        path: PathBuf,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// The workspace folder cannot be used.
+    #[error("workspace {path} (relative paths are relative to the config file)", path = path.display())]
+    Workspace {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A combination of keys is not accepted.
+    #[error("{0}")]
+    Invalid(String),
+    /// The container crate refused a value (its error names the field and the value).
+    #[error("in {path}", path = path.display())]
+    Spec {
+        /// The file (or the caller's name).
+        path: PathBuf,
+        /// The container crate's error.
+        #[source]
+        source: agentguard_container::Error,
+    },
+}
