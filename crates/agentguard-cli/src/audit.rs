@@ -11,7 +11,7 @@ use agentguard_audit::{AuditLog, Decision, Escaped, Kind, LogOptions, Reader, Re
 use anyhow::Context;
 
 use crate::args::{AuditCommand, AuditRepairArgs, AuditShowArgs, AuditVerifyArgs, DecisionFilter};
-use crate::audit_log::key_from_env;
+use crate::config::key_from_env;
 use crate::exit::{self, Exit};
 use crate::output;
 

@@ -17,8 +17,8 @@ use serde_json::Value;
 use crate::args::RunArgs;
 use crate::config::{Cluster, KubernetesConfig, RunConfig};
 use crate::exit::{self, Exit};
+use crate::output;
 use crate::signal::{Shutdown, Stop};
-use crate::{audit_log, output};
 
 pub(crate) fn run(
     args: &RunArgs,
@@ -30,7 +30,7 @@ pub(crate) fn run(
     let audit = if args.dry_run {
         None
     } else {
-        audit_log::for_runs(config.audit.as_ref())?
+        crate::config::runs_log(config.audit.as_ref())?
     };
     let (job, labels) = identity(&config.spec);
     let record = |event: Event| -> anyhow::Result<()> {

@@ -14,7 +14,6 @@ use agentguard_egress::EgressProxy;
 use anyhow::Context;
 
 use crate::args::EgressProxyArgs;
-use crate::audit_log;
 use crate::exit::{self, Exit};
 use crate::signal::Shutdown;
 
@@ -42,7 +41,7 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
     }
     // The proxy's decisions are frequent and on the hot path: flush durability (docs/audit.md).
     let log = match &args.audit {
-        Some(path) => Some(Arc::new(audit_log::open(
+        Some(path) => Some(Arc::new(crate::config::open_log(
             path,
             Durability::Flush,
             "--audit-key-env",

@@ -13,7 +13,6 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::args::FetchArgs;
-use crate::audit_log;
 use crate::exit;
 
 pub(crate) fn run(args: &FetchArgs) -> anyhow::Result<u8> {
@@ -28,7 +27,7 @@ pub(crate) fn run(args: &FetchArgs) -> anyhow::Result<u8> {
     }
     if let Some(path) = &args.audit {
         // A fetch is rare and worth a sync: fsync durability (docs/audit.md).
-        let log = audit_log::open(
+        let log = crate::config::open_log(
             path,
             Durability::Fsync,
             "--audit-key-env",

@@ -3,7 +3,6 @@
 
 mod args;
 mod audit;
-mod audit_log;
 mod classify;
 mod cluster;
 use agentguard_config as config;

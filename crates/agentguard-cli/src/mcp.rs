@@ -19,7 +19,7 @@ use anyhow::Context;
 use crate::args::{McpArgs, ToolsArgs, ToolsFormat};
 use crate::config::{self, FetchTable, RunConfig};
 use crate::signal::Shutdown;
-use crate::{audit_log, exit, output};
+use crate::{exit, output};
 
 /// Overrides how often a long call reports progress (milliseconds; for tests and demos).
 const PROGRESS_ENV: &str = "AGENTGUARD_MCP_PROGRESS_MS";
@@ -87,7 +87,7 @@ fn setup(
 pub(crate) fn run(args: &McpArgs) -> anyhow::Result<u8> {
     let config = config::load(&config_path(&args.config))?;
     config.local_only("agentguard mcp")?;
-    let audit = audit_log::for_runs(config.audit.as_ref())?;
+    let audit = crate::config::runs_log(config.audit.as_ref())?;
     let progress = std::env::var(PROGRESS_ENV)
         .ok()
         .and_then(|ms| ms.parse::<u64>().ok())

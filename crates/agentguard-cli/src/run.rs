@@ -12,7 +12,6 @@ use agentguard_sandbox::{Error as SandboxError, Finished};
 use serde_json::json;
 
 use crate::args::RunArgs;
-use crate::audit_log;
 use crate::config::{self, Target};
 use crate::exit::{self, Exit};
 use crate::output;
@@ -35,7 +34,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         output::write_lines([command.display()])?;
         return Ok(exit::SUCCESS);
     }
-    let audit = audit_log::for_runs(config.audit.as_ref())?;
+    let audit = crate::config::runs_log(config.audit.as_ref())?;
     let sandbox = config
         .commands
         .sandbox(config.spec, audit, streaming(args))?;

@@ -12,15 +12,18 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agentguard_container::{ContainerSpec, ContainerSpecBuilder, Engine, UserIds, WorkspaceMode};
+use agentguard_container::{ContainerSpec, ContainerSpecBuilder, Engine, WorkspaceMode};
 use serde::Deserialize;
 
+mod audit_log;
 mod egress;
 mod error;
 mod kubernetes;
 mod params;
 mod routes;
+mod workspace;
 
+pub use audit_log::{key_from_env, open_log, runs_log};
 pub use egress::{
     CommandEntry, Commands, EgressTable, FetchTable, RELAY_ENV, RUN_DIR_ENV, check_ports,
     policy_from, runs_dir,
@@ -144,40 +147,6 @@ impl RunConfig {
     }
 }
 
-/// The workspace folder and mode, and the user: a writable workspace stays writable by its
-/// owner (the rw rule wins over `user`); `rw` needs a folder, or a cluster's claim.
-fn mounted(
-    mut builder: ContainerSpecBuilder,
-    workspace: Option<PathBuf>,
-    mode: WorkspaceMode,
-    claim: bool,
-    user: Option<&str>,
-) -> anyhow::Result<ContainerSpecBuilder> {
-    match (workspace, mode) {
-        (Some(ws), _) => {
-            let (ws, rw_owner) = self::workspace(ws, mode)?;
-            builder = builder.workspace(ws).workspace_mode(mode);
-            match (rw_owner, user) {
-                (Some(owner), _) => builder = builder.user_ids(owner),
-                (None, Some(user)) => builder = builder.user(user),
-                (None, None) => {}
-            }
-        }
-        (None, WorkspaceMode::ReadWrite) if claim => {}
-        (None, WorkspaceMode::ReadWrite) => {
-            return Err(
-                ConfigError::Invalid("workspace_mode = \"rw\" needs a `workspace`".into()).into(),
-            );
-        }
-        (None, WorkspaceMode::ReadOnly) => {
-            if let Some(user) = user {
-                builder = builder.user(user);
-            }
-        }
-    }
-    Ok(builder)
-}
-
 /// The `[audit]` table: where runs are recorded, and the variable holding the HMAC key.
 pub struct AuditConfig {
     /// The log, resolved against the config's folder.
@@ -192,23 +161,6 @@ fn parse(text: &str, path: &Path) -> Result<File, ConfigError> {
         path: path.to_owned(),
         message: e.to_string().trim_end().to_owned(),
     })
-}
-
-/// The canonical workspace folder, and the user a read-write one is used as.
-fn workspace(path: PathBuf, mode: WorkspaceMode) -> anyhow::Result<(PathBuf, Option<UserIds>)> {
-    let ws = path
-        .canonicalize()
-        .map_err(|source| ConfigError::Workspace { path, source })?;
-    if !ws.is_dir() {
-        return Err(
-            ConfigError::Invalid(format!("workspace {} is not a directory", ws.display())).into(),
-        );
-    }
-    let owner = match mode {
-        WorkspaceMode::ReadWrite => Some(UserIds::for_rw_workspace(&ws)?),
-        WorkspaceMode::ReadOnly => None,
-    };
-    Ok((ws, owner))
 }
 
 /// The configuration in the file at `path`.
@@ -294,7 +246,7 @@ fn from_file(mut file: File, path: &Path, base: &Path) -> anyhow::Result<RunConf
         builder = builder.engine(engine);
     }
     let workspace = file.workspace.as_deref().map(resolve);
-    builder = mounted(builder, workspace, mode, claim, file.user.as_deref())?;
+    builder = workspace::mounted(builder, workspace, mode, claim, file.user.as_deref())?;
     let audit = file.audit.as_ref().map(|a| AuditConfig {
         path: resolve(&a.path),
         key_env: a.key_env.clone(),
@@ -400,39 +352,4 @@ fn settings(mut builder: ContainerSpecBuilder, file: File) -> ContainerSpecBuild
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn error(json: &str) -> String {
-        match from_json(json, "ContainerExecutor", Path::new("/")) {
-            Ok(_) => panic!("{json} was accepted"),
-            Err(e) => format!("{e:#}"),
-        }
-    }
-
-    #[test]
-    fn json_errors_name_the_key_path_after_the_origin() {
-        let unknown =
-            error(r#"{"image": "localhost/tools:1", "engine": "docker", "memroy": "1g"}"#);
-        assert!(unknown.starts_with("ContainerExecutor: "), "{unknown}");
-        assert!(unknown.contains("unknown field `memroy`"), "{unknown}");
-        let nested = error(
-            r#"{"image": "i", "engine": "docker", "commands": {"t": {"argv": ["true"], "params": {"n": {"type": "integer", "maxx": 3}}}}}"#,
-        );
-        assert!(nested.contains("commands.t.params.n"), "{nested}");
-        assert!(nested.contains("unknown field `maxx`"), "{nested}");
-        let value = error(r#"{"image": "i", "engine": "docker", "memory": "lots"}"#);
-        assert!(value.contains("lots"), "{value}");
-    }
-
-    #[test]
-    fn json_paths_are_relative_to_the_base() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        let json = r#"{"image": "i", "engine": "docker", "workspace": "ws", "audit": {"path": "a.jsonl"}}"#;
-        let config = from_json(json, "ContainerExecutor", dir.path()).unwrap();
-        assert_eq!(config.audit.unwrap().path, dir.path().join("a.jsonl"));
-        let missing = from_json(json, "ContainerExecutor", Path::new("/nonexistent"));
-        assert!(format!("{:#}", missing.err().unwrap()).contains("/nonexistent/ws"));
-    }
-}
+mod tests;

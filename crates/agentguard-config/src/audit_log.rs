@@ -9,22 +9,22 @@ use std::path::Path;
 
 use agentguard_audit::{AuditLog, Durability, Key, LogOptions};
 
-use crate::exit::Exit;
+use crate::error::ConfigError;
 
 /// The HMAC key in the environment variable `var`, named by `flag` in errors.
-pub(crate) fn key_from_env(flag: &str, var: Option<&str>) -> anyhow::Result<Option<Key>> {
+pub fn key_from_env(flag: &str, var: Option<&str>) -> Result<Option<Key>, ConfigError> {
     let Some(var) = var else { return Ok(None) };
     let value = std::env::var_os(var)
         .filter(|v| !v.is_empty())
-        .ok_or_else(|| Exit::usage(format!("{flag} {var}: the environment variable {var} is not set or empty; export the log's HMAC key in it")))?;
+        .ok_or_else(|| ConfigError::Invalid(format!("{flag} {var}: the environment variable {var} is not set or empty; export the log's HMAC key in it")))?;
     Key::new(value.into_encoded_bytes())
         .map(Some)
-        .map_err(|e| Exit::usage(format!("{flag} {var}: {e}")).into())
+        .map_err(|e| ConfigError::Invalid(format!("{flag} {var}: {e}")))
 }
 
 /// Opens (or creates) the log at `path` with `durability`, signed with the key in
 /// `key_env` when given.
-pub(crate) fn open(
+pub fn open_log(
     path: &Path,
     durability: Durability,
     flag: &str,
@@ -39,13 +39,13 @@ pub(crate) fn open(
 
 /// The log of a config's `[audit]` table, for runs (`run` and `mcp`): a run is rare and worth
 /// a sync, so fsync durability (docs/audit.md).
-pub(crate) fn for_runs(
-    audit: Option<&crate::config::AuditConfig>,
+pub fn runs_log(
+    audit: Option<&crate::AuditConfig>,
 ) -> anyhow::Result<Option<std::sync::Arc<dyn agentguard_audit::AuditSink>>> {
     let Some(audit) = audit else {
         return Ok(None);
     };
-    let log = open(
+    let log = open_log(
         &audit.path,
         Durability::Fsync,
         "[audit] key_env",

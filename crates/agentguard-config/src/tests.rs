@@ -1,0 +1,36 @@
+//! `from_json`: the Python package's way in, with the file's checks and key paths in errors.
+
+use super::*;
+
+fn error(json: &str) -> String {
+    match from_json(json, "ContainerExecutor", Path::new("/")) {
+        Ok(_) => panic!("{json} was accepted"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+#[test]
+fn json_errors_name_the_key_path_after_the_origin() {
+    let unknown = error(r#"{"image": "localhost/tools:1", "engine": "docker", "memroy": "1g"}"#);
+    assert!(unknown.starts_with("ContainerExecutor: "), "{unknown}");
+    assert!(unknown.contains("unknown field `memroy`"), "{unknown}");
+    let nested = error(
+        r#"{"image": "i", "engine": "docker", "commands": {"t": {"argv": ["true"], "params": {"n": {"type": "integer", "maxx": 3}}}}}"#,
+    );
+    assert!(nested.contains("commands.t.params.n"), "{nested}");
+    assert!(nested.contains("unknown field `maxx`"), "{nested}");
+    let value = error(r#"{"image": "i", "engine": "docker", "memory": "lots"}"#);
+    assert!(value.contains("lots"), "{value}");
+}
+
+#[test]
+fn json_paths_are_relative_to_the_base() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    let json =
+        r#"{"image": "i", "engine": "docker", "workspace": "ws", "audit": {"path": "a.jsonl"}}"#;
+    let config = from_json(json, "ContainerExecutor", dir.path()).unwrap();
+    assert_eq!(config.audit.unwrap().path, dir.path().join("a.jsonl"));
+    let missing = from_json(json, "ContainerExecutor", Path::new("/nonexistent"));
+    assert!(format!("{:#}", missing.err().unwrap()).contains("/nonexistent/ws"));
+}
