@@ -2,11 +2,11 @@
 //!
 //! Set-up first (so a fresh machine works), then the cheap checks, then the workspace tests
 //! (which include tidy), then every fuzz target for 30 s, then e2e on every engine and
-//! runtime, none of which may be skipped.
+//! runtime, none of which may be skipped, then the Python package on CPython 3.9 and 3.13.
 
 use anyhow::Result;
 
-use crate::{cmd, e2e, fuzz, k8s, setup};
+use crate::{cmd, e2e, fuzz, k8s, python, setup};
 
 pub(crate) fn run() -> Result<()> {
     setup::run()?;
@@ -36,6 +36,8 @@ pub(crate) fn run() -> Result<()> {
     k8s::run()?;
     fuzz::run(&["--seconds".to_owned(), "30".to_owned()])?;
     e2e::run(&["--require".to_owned(), "docker,podman,runsc".to_owned()])?;
+    // The Python package: one abi3 wheel, its tests on CPython 3.9 and 3.13 (docker+runsc).
+    python::run()?;
     println!("== ci: all checks passed");
     Ok(())
 }

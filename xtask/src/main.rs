@@ -1,4 +1,5 @@
-//! Project automation for AgentGuard: `cargo xtask ci | e2e | demo | setup | tidy | bench`.
+//! Project automation for AgentGuard: `cargo xtask ci | e2e | demo | setup | tidy | bench |
+//! wheel | python`.
 //!
 //! The set-up of container engines lives here once, shared by `demo`, `ci` and `.ci/run`, so
 //! the two README commands work on a fresh Debian machine and CI runs exactly what a developer
@@ -14,6 +15,7 @@ mod e2e;
 mod fuzz;
 mod image;
 mod k8s;
+mod python;
 mod setup;
 mod tidy;
 
@@ -27,12 +29,16 @@ tasks:
   e2e [--require LIST]          hardened containers on every engine found; LIST is a comma
                                 list of docker,podman,runsc that must not be skipped
   ci                            fmt check, clippy -D warnings, workspace tests, tidy, the
-                                k8s goldens, 30 s of each fuzz target, then e2e --require
-                                docker,podman,runsc (runs setup first)
+                                k8s goldens, 30 s of each fuzz target, e2e --require
+                                docker,podman,runsc, then python (runs setup first)
   demo                          set up, then show the isolation layers working on this machine
   tidy                          repository hygiene checks (also run by `cargo test`)
   fuzz [--seconds N] [TARGET...] build the cargo-fuzz targets (nightly) and run each N s
   k8s-validate                  the Kubernetes goldens through kubernetes-validate and checkov
+  wheel                         build the one abi3 wheel of the Python package into
+                                target/wheels/ (maturin)
+  python                        that wheel's pytest suite on CPython 3.9 and 3.13 against
+                                docker+runsc, then `pip install ./crates/agentguard-python`
   bench [NAME...]               benchmarks against their baselines, written to
                                 docs/PERFORMANCE.md (NAME: audit, tunnel,
                                 connect, tunnel-tls, connect-tls, idle,
@@ -50,6 +56,8 @@ fn main() -> ExitCode {
         Some("tidy") => tidy::run(),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("k8s-validate") => k8s::run(),
+        Some("wheel") => python::wheel().map(|_| ()),
+        Some("python") => python::run(),
         Some("bench") => bench::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

@@ -28,6 +28,8 @@ const PACKAGES: &[(&str, &str)] = &[
     ("uidmap", "/usr/bin/newuidmap"),
     // Real clients for the egress proxy tests.
     ("curl", "/usr/bin/curl"),
+    // The test CA of the Python package's tests.
+    ("openssl", "/usr/bin/openssl"),
     ("python3", "/usr/bin/python3"),
     // The venv of the independent MCP client (PyPI `mcp`) of the e2e suite.
     ("python3-venv", "/usr/lib/python3.11/ensurepip/__init__.py"),
@@ -75,16 +77,20 @@ pub(crate) fn run() -> Result<Engines> {
 /// A venv under `target/xtask/` with pinned PyPI packages: what the tests drive.
 pub(crate) struct Venv {
     /// The folder name under `target/xtask/`.
-    name: &'static str,
+    pub(crate) name: &'static str,
+    /// The interpreter: `None` for this machine's `python3`, or a pyenv version prefix
+    /// (`3.9`: the newest `3.9.*` under `$PYENV_ROOT/versions`).
+    pub(crate) python: Option<&'static str>,
     /// `name==version` requirements.
-    packages: &'static [&'static str],
+    pub(crate) packages: &'static [&'static str],
     /// What the set-up line calls it.
-    what: &'static str,
+    pub(crate) what: &'static str,
 }
 
 /// The Python MCP client of the e2e suite (MCP.md 4.2).
 pub(crate) const MCP_VENV: Venv = Venv {
     name: "venv-mcp",
+    python: None,
     packages: &["mcp==2.3.0"],
     what: "python mcp client",
 };
@@ -93,6 +99,7 @@ pub(crate) const MCP_VENV: Venv = Venv {
 /// emulator of the kubectl executor's tests.
 pub(crate) const K8S_VENV: Venv = Venv {
     name: "venv-k8s",
+    python: None,
     packages: &[
         "kubernetes-validate==1.37.0",
         "checkov==3.3.30",
@@ -133,7 +140,8 @@ impl Venv {
             dir.display(),
             self.packages.join(", ")
         );
-        cmd::run("python3", &["-m", "venv", &dir.to_string_lossy()])?;
+        let interpreter = self.interpreter()?;
+        cmd::run(&interpreter, &["-m", "venv", &dir.to_string_lossy()])?;
         let mut args = vec![
             "-m",
             "pip",
@@ -143,6 +151,37 @@ impl Venv {
         ];
         args.extend(self.packages.iter().copied());
         cmd::run(&python.to_string_lossy(), &args)
+    }
+
+    /// The program the venv is made with.
+    fn interpreter(&self) -> Result<String> {
+        let Some(prefix) = self.python else {
+            return Ok("python3".to_owned());
+        };
+        let root = std::env::var_os("PYENV_ROOT")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pyenv")))
+            .context("neither PYENV_ROOT nor HOME is set")?;
+        let versions = root.join("versions");
+        let mut found: Vec<(Vec<u32>, std::path::PathBuf)> = fs::read_dir(&versions)
+            .with_context(|| format!("listing {} (pyenv's versions)", versions.display()))?
+            .filter_map(|entry| entry.ok())
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let rest = name.strip_prefix(prefix)?.strip_prefix('.')?;
+                let patch: u32 = rest.parse().ok()?;
+                let python = entry.path().join("bin/python3");
+                python.exists().then_some((vec![patch], python))
+            })
+            .collect();
+        found.sort();
+        match found.pop() {
+            Some((_, python)) => Ok(python.to_string_lossy().into_owned()),
+            None => bail!(
+                "no CPython {prefix}.* under {}: install it with `pyenv install {prefix}` (the machine image has it)",
+                versions.display()
+            ),
+        }
     }
 }
 
