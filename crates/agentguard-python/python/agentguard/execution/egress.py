@@ -116,7 +116,15 @@ class EgressProxy:
             finally:
                 self._stopped.set()
                 if self._dispatcher is not None:
-                    self._dispatcher.join()
+                    # A callback that never returns must not hang stop(): the thread is a
+                    # daemon, and delivers the rest of the queue if the callback ever returns.
+                    self._dispatcher.join(timeout=self.grace + 5.0)
+                    if self._dispatcher.is_alive():
+                        _log.warning(
+                            "agentguard: on_decision is still running %.0f s after stop(); "
+                            "the decisions still queued are delivered only if it returns",
+                            self.grace + 5.0,
+                        )
                     self._dispatcher = None
             dropped = int(native.dropped())
             if dropped and self.on_decision is not None:
