@@ -198,7 +198,14 @@ pub fn from_json(json: &str, origin: &str, base: &Path) -> anyhow::Result<RunCon
     let mut de = serde_json::Deserializer::from_str(json);
     let file: File = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let key = e.path().to_string();
-        let message = e.into_inner().to_string();
+        // serde_json's position in the generated JSON means nothing to the caller; the key
+        // path says where.
+        let inner = e.into_inner();
+        let mut message = inner.to_string();
+        let position = format!(" at line {} column {}", inner.line(), inner.column());
+        if let Some(cut) = message.strip_suffix(&position) {
+            message = cut.to_owned();
+        }
         ConfigError::Parse {
             path: PathBuf::from(origin),
             message: if key == "." {

@@ -10,6 +10,7 @@ import stat
 import subprocess
 import threading
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from conftest import IMAGE, containers, missing
@@ -107,7 +108,7 @@ def test_typed_params_are_keyword_arguments_and_refused_values_raise(
     engine: str, tmp_path: Path
 ) -> None:
     echo = {"argv": ["echo", "{times}"],
-            "params": {"times": {"type": "integer", "minimum": 1, "maximum": 5}}}
+            "params": {"times": {"type": "integer", "min": 1, "max": 5}}}
     tools = ContainerExecutor(IMAGE, {"echo": echo}, engine=engine, runtime="runsc")
     result = tools.run("echo", times=3)
     assert result.stdout == "3\n" and result.params == {"times": 3}
@@ -122,13 +123,15 @@ def test_typed_params_are_keyword_arguments_and_refused_values_raise(
 HARDENING_PROBE = """
 import os, pathlib
 status = pathlib.Path('/proc/self/status').read_text()
-field = lambda k: next(l.split(':', 1)[1].strip() for l in status.splitlines() if l.startswith(k))
+field = lambda k: next((l.split(':', 1)[1].strip() for l in status.splitlines() if l.startswith(k)), 'absent')
 print('uid', os.getuid(), os.getgid())
 print('nnp', field('NoNewPrivs'))
 print('capeff', field('CapEff'))
 print('links', sorted(os.listdir('/sys/class/net')))
+# /var/tmp is world-writable (1777) on the root filesystem: only a read-only root refuses it.
+print('vartmp_mode', oct(os.stat('/var/tmp').st_mode & 0o7777))
 try:
-    open('/rootfs-write-test', 'w')
+    open('/var/tmp/agentguard-probe', 'w')
     print('root writable')
 except OSError as e:
     print('root', e.errno)
@@ -136,19 +139,22 @@ print('env', sorted(os.environ))
 """
 
 
+@pytest.mark.parametrize("runtime", ["runsc", None])
 def test_the_hardening_holds_inside_the_container(
-    engine: str, monkeypatch: pytest.MonkeyPatch
+    engine: str, runtime: Optional[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AGENTGUARD_HOST_SECRET", "must-not-leak")
     probe = ContainerExecutor(IMAGE, {"probe": ["python3", "-c", HARDENING_PROBE]},
-                              engine=engine, runtime="runsc", environment={"GIVEN": "yes"})
+                              engine=engine, runtime=runtime, environment={"GIVEN": "yes"})
     out = probe.run("probe")
     assert out.ok, out
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
     assert lines["uid"] == "65534 65534"
-    assert lines["nnp"] == "1"
+    # gVisor's /proc does not show NoNewPrivs (ENGINES.md); runc's shows it set.
+    assert lines["nnp"] == "1" if runtime is None else lines["nnp"] in {"1", "absent"}
     assert lines["capeff"] == "0000000000000000"
     assert lines["links"] == "['lo']"
+    assert lines["vartmp_mode"] == "0o1777"
     assert lines["root"] == "30", "the root filesystem must be read-only (EROFS)"
     env = lines["env"]
     assert "GIVEN" in env and "AGENTGUARD_HOST_SECRET" not in env, env
@@ -159,7 +165,7 @@ def test_a_timeout_kills_the_container(engine: str) -> None:
     slow = ContainerExecutor(IMAGE, {"hang": ["sleep", "60"]}, engine=engine,
                              runtime="runsc", timeout=2)
     result = slow.run("hang")
-    assert result.status == "timed_out" and result.timed_out and result.exit_code is None
+    assert result.status == "timed_out" and result.timed_out, result
     assert result.container not in containers("agentguard.owner")
     assert slow("hang")["status"] == "timed_out"
 
@@ -227,3 +233,31 @@ def test_a_bare_string_command_or_allowlist_is_refused() -> None:
         ContainerExecutor(IMAGE, {"t": "rm -rf /"}, engine="docker")
     with pytest.raises(TypeError):
         ContainerExecutor(IMAGE, {"t": ["true"]}, engine="docker", memroy="1g")  # type: ignore[call-arg]
+
+
+def test_engine_errors_raise_before_anything_runs(engine: str) -> None:
+    absent = ContainerExecutor("localhost/agentguard-absent:1", {"t": ["true"]},
+                               engine=engine, runtime="runsc")
+    with pytest.raises(errors.EngineError) as raised:
+        absent.run("t")
+    assert raised.value.reason == "missing_image"
+    assert "pull is `never`" in str(raised.value)
+    unknown = ContainerExecutor(IMAGE, {"t": ["true"]}, engine=engine, runtime="runsc-absent")
+    with pytest.raises(errors.EngineError) as raised:
+        unknown.run("t")
+    assert raised.value.reason == "unknown_runtime"
+    assert absent("t")["reason"] == "missing_image"
+
+
+def test_the_gil_is_released_while_a_command_runs(engine: str) -> None:
+    slow = ContainerExecutor(IMAGE, {"nap": ["sleep", "2"]}, engine=engine, runtime="runsc")
+    done: list = []
+    runner = threading.Thread(target=lambda: done.append(slow.run("nap")))
+    runner.start()
+    # With the GIL held by the run, this loop could not advance until the run ended.
+    spins = 0
+    while runner.is_alive():
+        spins += 1
+    runner.join()
+    assert done and done[0].ok
+    assert spins > 10_000, spins

@@ -29,7 +29,7 @@ class RunResult:
     """How a run ended: the fields of ``agentguard run --json``.
 
     ``status`` is ``exited``, ``timed_out``, ``output_limit`` or ``killed``; ``exit_code`` is
-    ``None`` when the command never exited by itself. ``stdout`` and ``stderr`` are decoded
+    what the engine reported (137 after a kill), ``None`` if it reported none. ``stdout`` and ``stderr`` are decoded
     lossily (``stdout_bytes`` and ``stderr_bytes`` keep the bytes); ``egress`` counts the
     run's proxy decisions (``None`` for ``network="none"``); ``params`` are the checked values.
     """
@@ -146,9 +146,9 @@ class ContainerExecutor:
             "secrets": {k: dict(v) for k, v in secrets.items()} if secrets else None,
             "routes": {k: dict(v) for k, v in routes.items()} if routes else None,
         }
-        self._native = _native.Executor(_config(image, commands, keys), os.getcwd())
         self.image = image
         self.check = check
+        self._native = _native.Executor(_config(image, commands, keys), os.getcwd())
 
     @property
     def commands(self) -> List[str]:
@@ -198,7 +198,9 @@ class ContainerExecutor:
         return json.loads(self._native.tool(name, _params(params), None))  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
-        return f"ContainerExecutor({self.image!r}, commands={self.commands!r})"
+        native = getattr(self, "_native", None)
+        names = list(native.commands()) if native is not None else []
+        return f"ContainerExecutor({self.image!r}, commands={names!r})"
 
 
 def _params(params: Mapping[str, Any]) -> str:
