@@ -94,18 +94,9 @@ pub(crate) fn run() -> Result<()> {
         let python = venv.bin("python");
         let python = python.to_string_lossy();
         println!("== python: {} with {}", venv.name, wheel.display());
-        cmd::run(
+        pip_install(
             &python,
-            &[
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--force-reinstall",
-                "--no-deps",
-                &wheel.to_string_lossy(),
-            ],
+            &["--force-reinstall", "--no-deps", &wheel.to_string_lossy()],
         )?;
         cmd::run_with(
             &cmd::root().join(CRATE),
@@ -133,19 +124,8 @@ fn from_source() -> Result<()> {
     cmd::run("python3", &["-m", "venv", &dir.to_string_lossy()])?;
     let python = dir.join("bin/python");
     let python = python.to_string_lossy();
-    cmd::run_with(
-        &cmd::root(),
-        &[],
-        &python,
-        &[
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            &format!("./{CRATE}"),
-        ],
-    )?;
+    // From the repository's root, as a user types it.
+    pip_install(&python, &[&format!("./{CRATE}")])?;
     let check = "from agentguard import errors\n\
         from agentguard.execution import ContainerExecutor\n\
         try:\n    ContainerExecutor('i', {'t': ['true']}, engine='docker', memory='lots')\n\
@@ -153,4 +133,17 @@ fn from_source() -> Result<()> {
         else:\n    raise SystemExit('memory=lots was accepted')\n\
         print('   installed from source: agentguard', __import__('agentguard').__version__)";
     cmd::run(&python, &["-c", check])
+}
+
+/// `python -m pip install --quiet ARGS`, run from the repository's root.
+fn pip_install(python: &str, args: &[&str]) -> Result<()> {
+    let mut all = vec![
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ];
+    all.extend_from_slice(args);
+    cmd::run_in(&cmd::root(), python, &all)
 }
