@@ -1,7 +1,8 @@
 //! `cargo xtask k8s-validate`: the Kubernetes golden manifests through the two offline
 //! validators from PyPI (installed by setup): `kubernetes-validate --strict` against the
 //! oldest and newest Kubernetes versions both it and k8s-openapi support (1.33 and 1.37), and
-//! `checkov --framework kubernetes`, which must report zero failed checks (and skips none).
+//! `checkov --framework kubernetes`, which must report zero failed checks (and skips none);
+//! then what the NetworkPolicies of runs side by side mean (`netpol.rs`).
 
 use anyhow::{Context, Result, bail};
 
@@ -63,5 +64,5 @@ pub(crate) fn run() -> Result<()> {
         bail!("checkov: {summary}\n{text}");
     }
     println!("   checkov --framework kubernetes: {summary}");
-    Ok(())
+    crate::netpol::run()
 }

@@ -15,6 +15,7 @@ mod e2e;
 mod fuzz;
 mod image;
 mod k8s;
+mod netpol;
 mod python;
 mod setup;
 mod tidy;
@@ -34,7 +35,8 @@ tasks:
   demo                          set up, then show the isolation layers working on this machine
   tidy                          repository hygiene checks (also run by `cargo test`)
   fuzz [--seconds N] [TARGET...] build the cargo-fuzz targets (nightly) and run each N s
-  k8s-validate                  the Kubernetes goldens through kubernetes-validate and checkov
+  k8s-validate                  the Kubernetes goldens through kubernetes-validate and checkov,
+                                and the NetworkPolicies' meaning through nca --connectivity
   wheel                         build the one abi3 wheel of the Python package into
                                 target/wheels/ (maturin)
   python                        that wheel's pytest suite on CPython 3.9 and 3.13 against
