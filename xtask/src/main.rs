@@ -17,6 +17,7 @@ mod image;
 mod k8s;
 mod netpol;
 mod python;
+mod release;
 mod setup;
 mod tidy;
 
@@ -37,6 +38,10 @@ tasks:
   fuzz [--seconds N] [TARGET...] build the cargo-fuzz targets (nightly) and run each N s
   k8s-validate                  the Kubernetes goldens through kubernetes-validate and checkov,
                                 and the NetworkPolicies' meaning through nca --connectivity
+  image proxy                   build localhost/agentguard-proxy:VERSION (a static agentguard,
+                                nothing else) into docker and podman, and check it
+  dist                          target/dist/agentguard-VERSION-TRIPLE.tar.gz: the static
+                                binary, its completions, and a .sha256
   wheel                         build the one abi3 wheel of the Python package into
                                 target/wheels/ (maturin)
   python                        that wheel's pytest suite on CPython 3.9 and 3.13 against
@@ -59,6 +64,8 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("k8s-validate") => k8s::run(),
         Some("wheel") => python::wheel().map(|_| ()),
+        Some("image") if args.get(1).map(String::as_str) == Some("proxy") => release::proxy_image(),
+        Some("dist") => release::dist().map(|_| ()),
         Some("python") => python::run(),
         Some("bench") => bench::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
