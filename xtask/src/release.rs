@@ -53,10 +53,16 @@ pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
             &triple,
         ],
     )?;
-    let binary = cmd::root()
+    let built = cmd::root()
         .join("target")
         .join(&triple)
         .join("release/agentguard");
+    // The release profile keeps line tables for backtraces; what is shipped has no symbols.
+    let binary = cmd::root().join("target/xtask/agentguard-static");
+    cmd::run(
+        "strip",
+        &["-o", &binary.to_string_lossy(), &built.to_string_lossy()],
+    )?;
     let bytes = fs::read(&binary).with_context(|| format!("reading {}", binary.display()))?;
     agentguard_sandbox::relay::static_executable(&bytes)
         .map_err(|why| anyhow::anyhow!("{} is not a static executable: {why}", binary.display()))?;
@@ -150,6 +156,11 @@ fn check(engine: &str, tag: &str) -> Result<()> {
             "no-new-privileges",
             "--network",
             "none",
+            // Podman's default ulimits exceed this VM's hard limits (ENGINES.md).
+            "--ulimit",
+            "nofile=1024:1024",
+            "--ulimit",
+            "nproc=4096:4096",
         ];
         all.extend_from_slice(args);
         cmd::output(engine, &all)
@@ -172,8 +183,13 @@ fn check(engine: &str, tag: &str) -> Result<()> {
         );
     }
     let shell = hardened(&["--entrypoint", "/bin/sh", tag, "-c", "true"])?;
-    if shell.status.success() {
-        bail!("{engine}: {tag} has a /bin/sh; the proxy image must hold nothing but agentguard");
+    // 127: the engine found no such executable (any other failure proves nothing).
+    let said = String::from_utf8_lossy(&shell.stderr).to_lowercase();
+    if shell.status.code() != Some(127) || !said.contains("no such file") {
+        bail!(
+            "{engine}: {tag} with /bin/sh as its entrypoint did not fail for want of /bin/sh ({}): {said}; the proxy image must hold nothing but agentguard",
+            shell.status
+        );
     }
     println!("   {engine}: {tag} runs read-only as 65534 with no capability; no /bin/sh");
     Ok(())

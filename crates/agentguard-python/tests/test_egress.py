@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from conftest import FakeDns, TlsUpstream, missing
+from conftest import IMAGE, FakeDns, TlsUpstream, missing
 
 from agentguard import audit
+from agentguard.execution import ContainerExecutor
 from agentguard.execution.egress import EgressProxy
 
 
@@ -120,3 +121,41 @@ def test_the_seed_snippet_and_settings_errors(dns_loopback: FakeDns) -> None:
         EgressProxy(["pkgs.example.com"], host="localhost").start()
     with pytest.raises(ValueError, match="queue"):
         EgressProxy(["pkgs.example.com"], queue_size=0).start()
+
+
+FETCH = """
+import ssl, sys, urllib.request
+context = ssl.create_default_context(cafile='/workspace/ca.pem')
+for url in sys.argv[1:]:
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=20) as r:
+            print(url, r.status, r.read().decode().strip())
+    except Exception as e:
+        print(url, 'refused', type(e).__name__)
+"""
+
+
+def test_a_container_reaches_only_its_allowlist_through_its_own_proxy(
+    engine: str, dns_loopback: FakeDns, upstream: TlsUpstream, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "ca.pem").write_bytes(upstream.ca_file.read_bytes())
+    ws.chmod(0o755)
+    (ws / "ca.pem").chmod(0o644)
+    allowed = f"https://api.test:{upstream.port}/pkg"
+    other = f"https://other.test:{upstream.port}/"
+    tools = ContainerExecutor(
+        IMAGE, {"fetch": ["python3", "-c", FETCH, allowed, other]}, engine=engine,
+        runtime="runsc", workspace=ws, network="egress", audit=tmp_path / "audit.jsonl",
+        egress={"allow": ["api.test"], "allow_ports": [upstream.port],
+                "allow_cidrs": ["127.0.0.0/8"], "nameservers": [dns_loopback.nameserver]},
+    )
+    result = tools.run("fetch")
+    assert result.ok, result
+    assert f"{allowed} 200 hello from /pkg" in result.stdout, result.stdout
+    assert f"{other} refused" in result.stdout, result.stdout
+    assert result.egress == {"allowed": 1, "denied": 1}, result.egress
+    kinds = [(r["kind"], r["decision"]) for r in audit.read(tmp_path / "audit.jsonl")]
+    assert ("egress_connect", "allow") in kinds and ("egress_connect", "deny") in kinds
+    assert kinds[-1] == ("container_run", "allow")
