@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import select
 import shutil
 import socket
 import ssl
@@ -66,6 +67,28 @@ def containers(label: str) -> List[str]:
         check=True,
     )
     return [line for line in out.stdout.splitlines() if line]
+
+
+class StartWatch:
+    """The engine's event stream for containers carrying ``label``, opened BEFORE the run so
+    its start cannot be missed; ``wait()`` returns the first started container's name."""
+
+    def __init__(self, label: str) -> None:
+        self.events = subprocess.Popen(
+            [ENGINE, "events", "--filter", f"label={label}", "--filter", "event=start",
+             "--format", "{{.Actor.Attributes.name}}"],
+            stdout=subprocess.PIPE, text=True,
+        )
+
+    def wait(self, timeout: float = 120.0) -> str:
+        assert self.events.stdout is not None
+        ready, _, _ = select.select([self.events.stdout], [], [], timeout)
+        assert ready, f"no container started within {timeout} s"
+        return self.events.stdout.readline().strip()
+
+    def close(self) -> None:
+        self.events.kill()
+        self.events.wait()
 
 
 class FakeDns:

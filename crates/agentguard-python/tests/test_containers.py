@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from conftest import IMAGE, containers, missing
+from conftest import IMAGE, StartWatch, containers, missing
 
 from agentguard import audit, errors
 from agentguard.execution import ContainerExecutor, RunResult
@@ -194,18 +194,19 @@ def test_cancelling_arun_kills_the_container(engine: str) -> None:
                              runtime="runsc")
     owner = f"agentguard.owner={os.getpid()}"
 
-    async def cancel_once_started() -> None:
+    async def cancel_once_started(watch: StartWatch) -> None:
         task = asyncio.ensure_future(slow.arun("hang"))
-        for _ in range(300):
-            await asyncio.sleep(0.1)
-            if containers(owner):
-                break
-        assert containers(owner), "the container never started"
+        started = await asyncio.get_running_loop().run_in_executor(None, watch.wait)
+        assert started in containers(owner)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    asyncio.run(cancel_once_started())
+    watch = StartWatch(owner)
+    try:
+        asyncio.run(cancel_once_started(watch))
+    finally:
+        watch.close()
     assert containers(owner) == []
 
 

@@ -6,10 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Callable, Dict, Tuple
 
-from conftest import IMAGE, containers
+from conftest import IMAGE, StartWatch, containers
 
 CHILD = f"""
 import sys
@@ -25,20 +25,7 @@ except KeyboardInterrupt:
 
 
 def test_ctrl_c_in_a_subprocess_leaves_no_container(engine: str) -> None:
-    child = subprocess.Popen([sys.executable, "-c", CHILD, engine],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    owner = f"agentguard.owner={child.pid}"
-    try:
-        for _ in range(600):
-            if containers(owner) or child.poll() is not None:
-                break
-            time.sleep(0.1)
-        assert containers(owner), f"the run never started: {child.communicate()}"
-        child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    child, owner, out, err = interrupt_once_started(CHILD, engine, dict(os.environ))
     assert child.returncode != 0
     assert "interrupted" in out, (out, err)
     assert "KeyboardInterrupt" in err, err
@@ -64,22 +51,39 @@ def test_ctrl_c_during_an_egress_run_removes_its_folder_and_container(
 ) -> None:
     runs = tmp_path / "runs"
     env = dict(os.environ, AGENTGUARD_RUN_DIR=str(runs))
-    child = subprocess.Popen([sys.executable, "-c", EGRESS_CHILD, engine], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    owner = f"agentguard.owner={child.pid}"
-    try:
-        for _ in range(600):
-            if containers(owner) or child.poll() is not None:
-                break
-            time.sleep(0.1)
-        assert containers(owner), f"the run never started: {child.communicate()}"
-        folders = [p for p in runs.iterdir()]
-        assert len(folders) == 1, folders  # the run's folder: its proxy socket and the relay
-        child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    folders: list = []
+    child, owner, out, err = interrupt_once_started(
+        EGRESS_CHILD, engine, env, lambda: folders.extend(runs.iterdir())
+    )
+    assert len(folders) == 1, folders  # the run's folder: its proxy socket and the relay
     assert "interrupted" in out and "KeyboardInterrupt" in err, (out, err)
     assert containers(owner) == []
     assert list(runs.iterdir()) == []
+
+
+def interrupt_once_started(
+    script: str, engine: str, env: Dict[str, str], while_running: Callable[[], None] = lambda: None
+) -> Tuple["subprocess.Popen[str]", str, str, str]:
+    """Runs ``script`` in a child, waits for its container's start event, calls
+    ``while_running``, sends SIGINT, and returns the child, its owner label and its output."""
+    # Every container of the child carries its pid as owner; the watch is opened first.
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()\n" + script,
+                              engine], env=env, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    owner = f"agentguard.owner={child.pid}"
+    watch = StartWatch(owner)
+    try:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.close()
+        child.stdin = None  # closed: communicate() must not flush it
+        started = watch.wait()
+        assert started in containers(owner), (started, containers(owner))
+        while_running()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        watch.close()
+        if child.poll() is None:
+            child.kill()
+    return child, owner, out, err
