@@ -91,6 +91,13 @@ pub enum Error {
         /// The limit.
         limit: usize,
     },
+    /// An audit stream (stdout, for a follower) could not be written.
+    #[error("the audit stream on stdout: write failed; its follower gets no more events")]
+    Stream {
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The HMAC key is unusable.
     #[error("the audit HMAC key must be at least {min} bytes long (got {len})")]
     WeakKey {

@@ -30,6 +30,9 @@ pub enum Kind {
     EgressClose,
     /// A request through a credential route of an egress proxy.
     EgressRoute,
+    /// How the audit stream of a run's egress proxy on a cluster came back: whole, cut, or
+    /// with lines refused.
+    EgressStream,
     /// The log itself was repaired (a torn tail truncated).
     LogRepaired,
     /// A tool call through `agentguard mcp`.
@@ -45,6 +48,7 @@ impl Kind {
             Kind::EgressConnect => "egress_connect",
             Kind::EgressClose => "egress_close",
             Kind::EgressRoute => "egress_route",
+            Kind::EgressStream => "egress_stream",
             Kind::LogRepaired => "log_repaired",
             Kind::McpCall => "mcp_call",
         }
@@ -164,6 +168,10 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("summarized", ValueType::Bool),
     ("params", ValueType::Params),
     ("method", ValueType::String),
+    ("pod", ValueType::String),
+    ("events", ValueType::Number),
+    ("refused", ValueType::Number),
+    ("missing", ValueType::Number),
 ];
 
 /// The first known key of `event` whose value has another type than [`KEYS`] says.

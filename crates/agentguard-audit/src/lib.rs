@@ -18,6 +18,7 @@ mod log;
 mod options;
 mod problem;
 mod sink;
+mod stream;
 mod time;
 mod verify;
 
@@ -32,6 +33,7 @@ pub use log::AuditLog;
 pub use options::{Durability, LogOptions, Repair};
 pub use problem::{Problem, ProblemKind};
 pub use sink::{AuditSink, MemorySink, Receipt};
+pub use stream::{LISTENING_PREFIX, STREAM_VERSION, StreamReader, StreamSink, StreamSummary};
 pub use verify::{Reader, Summary, verify};
 
 #[cfg(test)]

@@ -190,6 +190,14 @@ pub(crate) struct EgressProxyArgs {
     /// Sign the audit log with the HMAC key in this environment variable.
     #[arg(long, value_name = "VAR", requires = "audit")]
     pub(crate) audit_key_env: Option<String>,
+    /// Write every decision as a numbered JSON line on stdout, after the listening line, and
+    /// an end line at exit: for a follower (agentguard's cluster executor) that appends them
+    /// to its own chained log.
+    #[arg(long, requires = "run", conflicts_with = "audit")]
+    pub(crate) audit_stdout: bool,
+    /// The run the decisions belong to (their subject `run`), with --audit-stdout.
+    #[arg(long, value_name = "ID", requires = "audit_stdout")]
+    pub(crate) run: Option<String>,
     /// Maximum concurrent connections (default: what the descriptor limit affords).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub(crate) max_connections: Option<u64>,

@@ -3,15 +3,18 @@
 //! `container_run` audit event that names the engine, the namespace and every weakened default.
 //!
 //! The log (stdout and stderr together, as the kubelet keeps it) is printed when the run
-//! ends, not streamed. SIGINT or SIGTERM drops the run, which starts the deletion of its
+//! ends, not streamed. An egress run's proxy decisions are appended to the same audit log as
+//! they come back through the proxy pod's log, and counted for `--json`. SIGINT or SIGTERM drops the run, which starts the deletion of its
 //! objects before agentguard exits.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use agentguard_audit::{AuditSink, Decision, Event, error_chain};
 use agentguard_k8s::RunRequest;
 use agentguard_kubectl::{Kubectl, Ran, gc};
 use agentguard_policy::{Arg, Invocation};
+use agentguard_sandbox::RunSink;
 use serde_json::Value;
 
 use crate::args::RunArgs;
@@ -68,15 +71,30 @@ pub(crate) fn run(
         return Ok(exit::SUCCESS);
     }
     let kubectl = Kubectl::new(&kubernetes.settings);
+    // An egress run's proxy decisions come back through its pod's log into this sink, which
+    // tags, counts and merges them as a local run's do.
+    let egress = matches!(request.network, agentguard_k8s::RunNetwork::Egress(_))
+        .then(|| Arc::new(RunSink::new(audit.clone(), &job)));
     let outcome = crate::signal::runtime()?.block_on(async {
         let mut shutdown = Shutdown::install()?;
         let accepted = &kubernetes.accept_weakened;
+        let sink = egress.clone().map(|s| s as Arc<dyn AuditSink>);
+        let run = agentguard_kubectl::run(&kubectl, &kubernetes.settings, &request, accepted, sink);
+        let run = async {
+            match &egress {
+                Some(counting) => counting.flushing(run).await,
+                None => run.await,
+            }
+        };
         tokio::select! {
-            outcome = agentguard_kubectl::run(&kubectl, &kubernetes.settings, &request, accepted) => anyhow::Ok(Ok(outcome)),
+            outcome = run => anyhow::Ok(Ok(outcome)),
             stop = shutdown.recv() => anyhow::Ok(Err(stop)),
         }
     })?;
-    finish(args, &invocation, image, &job, outcome, record)
+    if let Some(sink) = &egress {
+        sink.flush(true)?;
+    }
+    finish(args, &invocation, image, &job, outcome, egress.as_deref(), record)
 }
 
 /// The one identity of a run on a cluster: a fresh Job name, and the owner labels with this
@@ -111,6 +129,7 @@ fn finish(
     image: &str,
     job: &str,
     outcome: Result<agentguard_kubectl::Result<Result<Ran, agentguard_kubectl::NotAccepted>>, Stop>,
+    egress: Option<&RunSink>,
     record: impl Fn(Event) -> anyhow::Result<()>,
 ) -> anyhow::Result<u8> {
     match outcome {
@@ -135,7 +154,8 @@ fn finish(
                 let _ = out.write_all(&ran.result.stdout).and_then(|()| out.flush());
             }
             let params = invocation.params();
-            crate::ended::report(&ran.result, params, Value::Null, args.json, "Job")
+            let egress = egress_json(&ran, egress);
+            crate::ended::report(&ran.result, params, egress, args.json, "Job")
         }
         Ok(Ok(Err(refused))) => {
             let event =
@@ -158,6 +178,26 @@ fn finish(
             Err(anyhow::Error::new(error).context(context))
         }
     }
+}
+
+/// `--json`'s `egress` of an egress run: the counts, and how the proxy's stream came back
+/// (`complete`, `stream_cut`, `lines_refused`, as its `egress_stream` event says), which is
+/// also said on stderr when it is not complete.
+fn egress_json(ran: &Ran, egress: Option<&RunSink>) -> Value {
+    let Some(counts) = egress.map(RunSink::counts) else {
+        return Value::Null;
+    };
+    let stream = ran.proxy.as_ref().map(|proxy| {
+        let event = proxy.summary.event(&proxy.pod);
+        if let Some(problem) = proxy.summary.problem() {
+            crate::output::note(&format!(
+                "agentguard: the audit stream of egress proxy pod {}: {problem}; the audit log records it (egress_stream {})",
+                proxy.pod, event.reason
+            ));
+        }
+        event.reason
+    });
+    serde_json::json!({"allowed": counts.allowed, "denied": counts.denied, "stream": stream})
 }
 
 /// The event of a run that happened, as the container executor records one.

@@ -3,13 +3,15 @@
 //! Prints exactly one line on stdout once it accepts connections, `listening on IP:PORT`
 //! (with the real port when `--port 0`), then runs until SIGINT or SIGTERM, stops accepting,
 //! lets open tunnels finish for `--grace` seconds, and syncs the audit log before exiting 0.
+//! With `--audit-stdout --run ID` every decision follows on stdout as a numbered JSON line
+//! ([`agentguard_audit::StreamSink`]), and the end line is written last.
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentguard_audit::{AuditSink, Durability};
+use agentguard_audit::{AuditSink, Durability, StreamSink};
 use agentguard_egress::EgressProxy;
 use anyhow::Context;
 
@@ -52,6 +54,16 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
     if let Some(log) = &log {
         builder = builder.audit(Arc::clone(log) as Arc<dyn AuditSink>);
     }
+    let stream = match (&args.run, args.audit_stdout) {
+        (Some(run), true) => {
+            agentguard_k8s::dns_label("--run", run).map_err(|e| Exit::usage(e.to_string()))?;
+            Some(Arc::new(StreamSink::new(std::io::stdout(), run)))
+        }
+        _ => None,
+    };
+    if let Some(stream) = &stream {
+        builder = builder.audit(Arc::clone(stream) as Arc<dyn AuditSink>);
+    }
     // One event-loop thread: measured faster at connection setup than two workers on our
     // 2-core machines (docs/PERFORMANCE.md), at the same tunnel throughput, since splice keeps
     // the per-byte work in the kernel. Audit writes still run on the blocking pool.
@@ -82,6 +94,9 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
     })?;
     if let Some(log) = log {
         log.sync().context("syncing the audit log")?;
+    }
+    if let Some(stream) = stream {
+        stream.end().context("writing the audit stream's end line")?;
     }
     Ok(exit::SUCCESS)
 }

@@ -24,7 +24,7 @@ pub use model::{
     PROXY_ADDRESS_PLACEHOLDER, RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened,
 };
 pub use proxy::proxy_name;
-pub use settings::K8sSettings;
+pub use settings::{K8sSettings, dns_label};
 
 #[cfg(test)]
 mod tests;

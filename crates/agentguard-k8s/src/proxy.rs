@@ -43,7 +43,7 @@ pub(crate) fn objects(
     } else {
         plan.ports.clone()
     };
-    let argv = proxy_argv(plan, &ports);
+    let argv = proxy_argv(request.run_id, plan, &ports);
     let nobody = UserIds::NOBODY;
     let mut pod = restricted_pod(nobody.uid, nobody.gid);
     pod.insert("terminationGracePeriodSeconds".into(), json!(15));
@@ -148,14 +148,15 @@ fn policy(
     }))
 }
 
-/// `agentguard egress-proxy` with the run's allowlist. `-v`: each refusal and each tunnel's end
-/// on stderr, for the cluster's log pipeline, since the pod has no audit log (its root is
-/// read-only, and a file there would go with the pod).
-fn proxy_argv(plan: &EgressPlan, ports: &[u16]) -> Vec<String> {
+/// `agentguard egress-proxy` with the run's allowlist. `--audit-stdout`: each decision as a
+/// numbered JSON line on stdout, which the executor follows through the pod's log and appends
+/// to the run's own chained log (the pod has no audit file: its root is read-only, and a file
+/// there would go with the pod). No `-v`: the log holds the events and nothing else.
+fn proxy_argv(run_id: &str, plan: &EgressPlan, ports: &[u16]) -> Vec<String> {
     let mut argv: Vec<String> = [
         "agentguard",
         "egress-proxy",
-        "-v",
+        "--audit-stdout",
         "--bind",
         "0.0.0.0",
         "--port",
@@ -164,6 +165,7 @@ fn proxy_argv(plan: &EgressPlan, ports: &[u16]) -> Vec<String> {
     .to_vec();
     argv.push(plan.proxy_port.to_string());
     // `--flag=VALUE`, one element each: no value can ever be read as a flag of its own.
+    argv.push(format!("--run={run_id}"));
     for host in &plan.hosts {
         argv.push(format!("--allow={host}"));
     }

@@ -45,8 +45,9 @@ impl K8sSettings {
     }
 }
 
-/// An RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
-pub(crate) fn dns_label(field: &'static str, value: &str) -> Result<()> {
+/// An RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters; `field`
+/// names where the value came from.
+pub fn dns_label(field: &'static str, value: &str) -> Result<()> {
     let ok = !value.is_empty()
         && value.len() <= 63
         && value

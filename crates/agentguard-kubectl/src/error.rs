@@ -88,6 +88,9 @@ pub enum Error {
         /// What was missing.
         what: &'static str,
     },
+    /// An event of the run's egress proxy could not be appended to the audit log.
+    #[error("appending the run's egress proxy's decisions to the audit log failed")]
+    Audit(#[source] agentguard_audit::Error),
 }
 
 /// The oldest Kubernetes minor version the manifests are checked against (k8s-openapi `v1_33`,
@@ -106,6 +109,7 @@ impl Error {
             Error::ProxyNotReady { .. } => "proxy_not_ready",
             Error::Unproven { .. } => "networkpolicy_unproven",
             Error::NoCanaryImage | Error::Canary(_) => "canary_failed",
+            Error::Audit(_) => "audit_failed",
         }
     }
 }

@@ -17,8 +17,10 @@ pub mod gc;
 mod kubectl;
 mod pod;
 mod proof;
+mod proxy_log;
 mod run;
 
 pub use error::{Error, MIN_MINOR, Result};
 pub use kubectl::Kubectl;
+pub use proxy_log::ProxyStream;
 pub use run::{NotAccepted, Ran, run};

@@ -1,11 +1,14 @@
 //! One run on the cluster: check the server and what is weakened, create the run's egress
-//! proxy (for `network = "egress"`) and wait for its ClusterIP, create the NetworkPolicy and
-//! then the Job, watch its pod, capture its log under the cap, read how it ended, delete
-//! everything. A run whose future is dropped (cancellation, SIGTERM) starts the deletion as
+//! proxy (for `network = "egress"`), wait for its ClusterIP and follow its pod's log of
+//! decisions into the run's audit sink, create the NetworkPolicy and then the Job, watch its
+//! pod, capture its log under the cap, read how it ended, delete everything, and take the
+//! proxy's last decisions before the result is reported. A run whose future is dropped (cancellation, SIGTERM) starts the deletion as
 //! it goes; `agentguard gc` removes what a SIGKILLed run left.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agentguard_audit::AuditSink;
 use agentguard_container::{RunResult, RunStatus};
 use agentguard_k8s::{
     K8sSettings, Manifests, RunNetwork, RunRequest, Weakened, compile, proxy_name,
@@ -14,6 +17,7 @@ use agentguard_k8s::{
 use crate::error::{Error, Result};
 use crate::kubectl::Kubectl;
 use crate::pod::{Ended, Watched, watch};
+use crate::proxy_log::{DRAIN, Follower, ProxyStream};
 
 /// How long the run's egress proxy may take to get its ClusterIP and a ready replica.
 const PROXY_READY: Duration = Duration::from_secs(60);
@@ -29,6 +33,8 @@ pub struct Ran {
     pub result: RunResult,
     /// The seed defaults no Pod field kept (accepted by the operator, or there would be no run).
     pub weakened: Vec<Weakened>,
+    /// For an egress run given a sink: how its proxy's stream of decisions came back.
+    pub proxy: Option<ProxyStream>,
 }
 
 /// A refusal before anything is created: a seed default the cluster cannot keep that the
@@ -41,14 +47,17 @@ pub struct Ran {
 pub struct NotAccepted(pub Weakened);
 
 /// Runs `request` on the cluster, once the namespace's NetworkPolicy canary is recorded as
-/// blocked (see [`crate::canary`]).
+/// blocked (see [`crate::canary`]). The decisions of an egress run's proxy are appended to
+/// `egress` as they arrive, each marked with its pod, and closed by an `egress_stream` event,
+/// all before this returns.
 pub async fn run(
     kubectl: &Kubectl,
     settings: &K8sSettings,
     request: &RunRequest<'_>,
     accepted: &[Weakened],
+    egress: Option<Arc<dyn AuditSink>>,
 ) -> Result<std::result::Result<Ran, NotAccepted>> {
-    run_checked(kubectl, settings, request, accepted, true).await
+    run_checked(kubectl, settings, request, accepted, egress, true).await
 }
 
 /// [`run`] without the canary's proof: for the canary itself.
@@ -58,7 +67,7 @@ pub(crate) async fn run_unproven(
     request: &RunRequest<'_>,
     accepted: &[Weakened],
 ) -> Result<std::result::Result<Ran, NotAccepted>> {
-    run_checked(kubectl, settings, request, accepted, false).await
+    run_checked(kubectl, settings, request, accepted, None, false).await
 }
 
 async fn run_checked(
@@ -66,6 +75,7 @@ async fn run_checked(
     settings: &K8sSettings,
     request: &RunRequest<'_>,
     accepted: &[Weakened],
+    egress: Option<Arc<dyn AuditSink>>,
     proven: bool,
 ) -> Result<std::result::Result<Ran, NotAccepted>> {
     let started = Instant::now();
@@ -85,8 +95,22 @@ async fn run_checked(
         run: request.run_id,
         armed: true,
     };
-    let outcome = create_and_watch(kubectl, settings, request, manifests.clone(), started).await;
+    let mut follower = None;
+    let outcome = create_and_watch(
+        kubectl,
+        settings,
+        request,
+        manifests.clone(),
+        started,
+        egress.as_ref().map(|sink| (Arc::clone(sink), &mut follower)),
+    )
+    .await;
+    // Deleting the proxy stops it, and a stopping proxy writes its end line.
     cleanup.now().await;
+    let proxy = match (follower, &egress) {
+        (Some(follower), Some(sink)) => Some(follower.finish(DRAIN, sink.as_ref()).await?),
+        _ => None,
+    };
     let watched = outcome?;
     let oom_killed =
         matches!(&watched.ended, Ended::Exited { reason, .. } if reason == "OOMKilled");
@@ -112,6 +136,7 @@ async fn run_checked(
             oom_killed,
         },
         weakened: manifests.weakened,
+        proxy,
     }))
 }
 
@@ -121,6 +146,7 @@ async fn create_and_watch(
     request: &RunRequest<'_>,
     mut manifests: Manifests,
     started: Instant,
+    follow: Option<(Arc<dyn AuditSink>, &mut Option<Follower>)>,
 ) -> Result<Watched> {
     if let (Some([policy, deployment, service]), RunNetwork::Egress(plan)) =
         (manifests.proxy.clone(), &request.network)
@@ -129,6 +155,9 @@ async fn create_and_watch(
         kubectl.create(&[policy]).await?;
         kubectl.create(&[deployment, service]).await?;
         let address = proxy_address(kubectl, request.run_id).await?;
+        if let Some((sink, slot)) = follow {
+            *slot = Some(Follower::start(kubectl, request.run_id, sink).await?);
+        }
         let mut plan = plan.clone();
         plan.proxy_address = Some(address);
         let with_address = RunRequest {

@@ -73,7 +73,7 @@ impl Real {
             network: RunNetwork::None,
             workspace_rw: false,
         };
-        run(&self.kubectl, &self.settings, &request, Weakened::ALL)
+        run(&self.kubectl, &self.settings, &request, Weakened::ALL, None)
             .await
             .expect("the run")
             .expect("every weakening is accepted")

@@ -48,8 +48,9 @@ struct Merging {
     summary: BTreeMap<(&'static str, String), (Event, u64)>,
 }
 
-/// Tags, forwards, counts and merges the events of one run's proxy.
-pub(crate) struct RunSink {
+/// Tags, forwards, counts and merges the events of one run's proxy: the sandbox's own, and
+/// the CLI's for a run on a cluster, whose proxy's events come back through its pod's log.
+pub struct RunSink {
     inner: Option<Arc<dyn AuditSink>>,
     run: String,
     allowed: AtomicU64,
@@ -59,7 +60,8 @@ pub(crate) struct RunSink {
 }
 
 impl RunSink {
-    pub(crate) fn new(inner: Option<Arc<dyn AuditSink>>, run: &str) -> RunSink {
+    /// A sink for run `run`, forwarding to `inner` (or only counting, without one).
+    pub fn new(inner: Option<Arc<dyn AuditSink>>, run: &str) -> RunSink {
         RunSink {
             inner,
             run: run.to_owned(),
@@ -70,7 +72,8 @@ impl RunSink {
         }
     }
 
-    pub(crate) fn counts(&self) -> EgressCounts {
+    /// The requests allowed and refused so far, exact (taken before any merging).
+    pub fn counts(&self) -> EgressCounts {
         EgressCounts {
             allowed: self.allowed.load(Ordering::Relaxed),
             denied: self.denied.load(Ordering::Relaxed),
@@ -91,7 +94,7 @@ impl RunSink {
 
     /// Writes the merged refusals whose window has ended (`all`: every one, and the summary:
     /// the run is over).
-    pub(crate) fn flush(&self, all: bool) -> agentguard_audit::Result<()> {
+    pub fn flush(&self, all: bool) -> agentguard_audit::Result<()> {
         let now = Instant::now();
         let (due, summary) = {
             let mut merging = self.merging.lock().unwrap_or_else(PoisonError::into_inner);
@@ -127,7 +130,7 @@ impl RunSink {
     }
 
     /// Drives `run` to its end, writing the merged refusals at least once a window meanwhile.
-    pub(crate) async fn flushing<F: std::future::Future>(&self, run: F) -> F::Output {
+    pub async fn flushing<F: std::future::Future>(&self, run: F) -> F::Output {
         tokio::pin!(run);
         let mut every = tokio::time::interval(MERGE_WINDOW);
         loop {

@@ -26,7 +26,7 @@ pub mod run_dir;
 mod sandbox;
 
 pub use builder::SandboxBuilder;
-pub use count::{EgressCounts, MAX_REFUSAL_EVENTS, MERGE_WINDOW};
+pub use count::{EgressCounts, MAX_REFUSAL_EVENTS, MERGE_WINDOW, RunSink};
 pub use error::{Error, Result};
 pub use finished::Finished;
 pub use network::{DEFAULT_PROXY_PORT, Network};

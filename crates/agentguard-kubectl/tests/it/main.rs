@@ -72,6 +72,7 @@ async fn run_in(
         &settings(),
         &request(&spec, &labels, RunNetwork::None),
         ALL,
+        None,
     )
     .await
     .map(|accepted| accepted.expect("every weakening is accepted"));
@@ -208,6 +209,7 @@ async fn a_weakening_not_accepted_is_refused_before_anything_is_created() {
         &settings(),
         &request(&spec, &labels, RunNetwork::None),
         &[Weakened::TmpNoexec],
+        None,
     )
     .await
     .unwrap()
@@ -228,7 +230,7 @@ async fn a_dropped_run_deletes_its_job() {
     let kubectl = kubectl_for(&cluster);
     let settings = settings();
     let request = request(&spec, &labels, RunNetwork::None);
-    let running = run(&kubectl, &settings, &request, ALL);
+    let running = run(&kubectl, &settings, &request, ALL, None);
     let watcher = Arc::clone(&cluster);
     // Cancelled once the pod runs: the future is dropped mid-watch.
     tokio::select! {
@@ -259,7 +261,7 @@ async fn an_egress_run_points_the_job_at_its_proxys_cluster_ip() {
     let request = request(&spec, &labels, network);
     let watcher = Arc::clone(&cluster);
     let job = tokio::task::spawn_blocking(move || watcher.wait_for("jobs.batch", RUN));
-    let (ran, job) = tokio::join!(run(&kubectl, &settings, &request, ALL), job);
+    let (ran, job) = tokio::join!(run(&kubectl, &settings, &request, ALL, None), job);
     let ran = ran.unwrap().unwrap();
     let job: serde_json::Value = serde_json::from_str(&job.unwrap()).unwrap();
     assert_eq!(ran.result.status, RunStatus::Exited);
@@ -365,6 +367,7 @@ async fn a_run_refuses_until_a_blocked_canary_verdict_is_recorded() {
             &settings(),
             &request(&spec, &labels, RunNetwork::None),
             ALL,
+            None,
         )
         .await
         .unwrap_err();
@@ -427,6 +430,7 @@ async fn doctor_proves_the_policy_with_its_canary_and_runs_follow_the_verdict() 
         &settings(),
         &request(&spec, &labels, RunNetwork::None),
         ALL,
+        None,
     )
     .await
     .unwrap()
@@ -484,6 +488,7 @@ async fn a_canary_that_gets_through_fails_doctor_and_refuses_runs() {
         &settings(),
         &request(&spec, &labels, RunNetwork::None),
         ALL,
+        None,
     )
     .await
     .unwrap_err();

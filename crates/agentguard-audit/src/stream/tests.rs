@@ -1,0 +1,127 @@
+use std::sync::{Arc, Mutex};
+
+use crate::{AuditSink, Decision, Event, Kind, StreamReader, StreamSink};
+
+/// A writer the test can read back.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn lines(&self) -> Vec<String> {
+        String::from_utf8(self.0.lock().unwrap().clone())
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+fn connect(target: &str) -> Event {
+    Event::egress_connect(Decision::Allow, "ok", target, "10.0.0.9:4000")
+        .data("rule", "pkgs.example.com")
+}
+
+/// Two events and the end line of run `run`.
+fn written(run: &str) -> Vec<String> {
+    let out = Shared::default();
+    let sink = StreamSink::new(out.clone(), run);
+    assert_eq!(sink.record(connect("pkgs.example.com:443")).unwrap().seq, 0);
+    let close = Event::egress_close("closed", "pkgs.example.com:443", "10.0.0.9:4000")
+        .data("bytes_up", 10u64);
+    assert_eq!(sink.record(close).unwrap().seq, 1);
+    sink.end().unwrap();
+    out.lines()
+}
+
+fn read(run: &str, lines: &[String]) -> (Vec<Event>, StreamReader) {
+    let mut reader = StreamReader::new(run);
+    let events = lines.iter().filter_map(|l| reader.line(l)).collect();
+    (events, reader)
+}
+
+#[test]
+fn what_a_sink_writes_a_reader_reads_back_whole() {
+    let mut lines = vec!["listening on 0.0.0.0:3128".to_owned()];
+    lines.extend(written("run-1"));
+    let (events, reader) = read("run-1", &lines);
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0].kind, Kind::EgressConnect);
+    assert_eq!(events[0].subject["run"], "run-1");
+    assert_eq!(events[0].data["rule"], "pkgs.example.com");
+    assert_eq!(events[1].kind, Kind::EgressClose);
+    assert_eq!(events[1].data["bytes_up"], 10);
+    assert!(reader.summary().complete(), "{:?}", reader.summary());
+    assert_eq!(reader.summary().events, 2);
+}
+
+#[test]
+fn foreign_forged_and_replayed_lines_are_refused_and_counted() {
+    let mine = written("run-1");
+    let theirs = written("run-2");
+    let edit = |line: &str, change: &dyn Fn(&mut serde_json::Value)| {
+        let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+        change(&mut value);
+        value.to_string()
+    };
+    let forged_kind = edit(&mine[0], &|v| v["kind"] = "container_run".into());
+    let extra_field = edit(&mine[0], &|v| v["hash"] = "00".into());
+    let other_subject = edit(&mine[0], &|v| v["subject"]["run"] = "run-2".into());
+    let mistyped = edit(&mine[1], &|v| v["data"]["bytes_up"] = "10".into());
+    let lines = vec![
+        mine[0].clone(),
+        theirs[0].clone(),
+        "an unrelated warning".to_owned(),
+        forged_kind,
+        extra_field,
+        other_subject,
+        mine[0].clone(),
+        mistyped,
+        mine[1].clone(),
+        mine[2].clone(),
+        mine[1].clone(),
+    ];
+    let (events, reader) = read("run-1", &lines);
+    assert_eq!(events.len(), 2, "only the two real events");
+    let summary = reader.summary();
+    assert_eq!(summary.refused, 8, "{summary:?}");
+    assert_eq!(summary.missing, 0);
+    assert!(summary.ended);
+    assert!(!summary.complete());
+    let first = summary.first_refused.as_deref().unwrap();
+    assert!(first.starts_with("a line of run \"run-2\""), "{first}");
+}
+
+#[test]
+fn a_gap_in_the_numbers_and_a_missing_end_are_a_cut() {
+    let lines = written("run-1");
+    let (events, reader) = read("run-1", &[lines[1].clone(), lines[2].clone()]);
+    assert_eq!(events.len(), 1);
+    assert_eq!(reader.summary().missing, 1, "event 0 never came");
+    assert!(!reader.summary().complete());
+    let (_, reader) = read("run-1", &lines[..2]);
+    assert!(!reader.summary().ended);
+    assert_eq!(reader.summary().missing, 0);
+    assert!(!reader.summary().complete(), "no end line: cut");
+    // The end line says how many were written: the ones that never came are missing.
+    let (_, reader) = read("run-1", &[lines[0].clone(), lines[2].clone()]);
+    assert_eq!(reader.summary().missing, 1);
+}
+
+#[test]
+fn a_mistyped_event_is_not_written() {
+    let out = Shared::default();
+    let sink = StreamSink::new(out.clone(), "run-1");
+    let bad = connect("pkgs.example.com:443").data("bytes", "many");
+    assert!(sink.record(bad).is_err());
+    assert!(out.lines().is_empty());
+}
