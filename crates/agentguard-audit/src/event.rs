@@ -30,8 +30,7 @@ pub enum Kind {
     EgressClose,
     /// A request through a credential route of an egress proxy.
     EgressRoute,
-    /// How the audit stream of a run's egress proxy on a cluster came back: whole, cut, or
-    /// with lines refused.
+    /// How a cluster egress proxy's audit stream came back: whole, cut, or lines refused.
     EgressStream,
     /// The log itself was repaired (a torn tail truncated).
     LogRepaired,

@@ -33,7 +33,9 @@ pub use log::AuditLog;
 pub use options::{Durability, LogOptions, Repair};
 pub use problem::{Problem, ProblemKind};
 pub use sink::{AuditSink, MemorySink, Receipt};
-pub use stream::{LISTENING_PREFIX, STREAM_VERSION, StreamReader, StreamSink, StreamSummary};
+pub use stream::{
+    LISTENING_PREFIX, Read, STREAM_VERSION, StreamReader, StreamSink, StreamSummary, note_line,
+};
 pub use verify::{Reader, Summary, verify};
 
 #[cfg(test)]

@@ -5,7 +5,10 @@
 //! One JSON object per line. An event line is
 //! `{"stream":"event","v":1,"run":RUN,"seq":N,"kind":..,"decision":..,"reason":..,"subject":{..},"data":{..}}`
 //! with `seq` counting from 0; the last line is `{"stream":"end","v":1,"run":RUN,"events":N}`,
-//! written when the process stops. The stream has no chain of its own: its lines are
+//! written when the process stops. The process's diagnostics for people, which would
+//! otherwise share its log unmarked (a kubelet keeps stdout and stderr as one log), are note
+//! lines, `{"stream":"note","v":1,"run":RUN,"message":TEXT}`: shown by the follower, never
+//! appended, not numbered. The stream has no chain of its own: its lines are
 //! re-sealed into the follower's log under the follower's chain and key, so what is verified
 //! is that log. What the follower checks instead: every line parses with no unknown field, is
 //! of its run, is an egress decision whose keys have their types ([`crate::KEYS`]), and comes
@@ -46,6 +49,45 @@ enum Line {
         run: String,
         events: u64,
     },
+    Note {
+        v: u64,
+        run: String,
+        message: String,
+    },
+}
+
+/// The note line (with its newline) that carries `message` for run `run`'s follower.
+pub fn note_line(run: &str, message: &str) -> String {
+    let line = Line::Note {
+        v: STREAM_VERSION,
+        run: run.to_owned(),
+        message: message.to_owned(),
+    };
+    // A map of strings and numbers always serializes.
+    let mut text = serde_json::to_string(&line).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// What one line of a stream was.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Read {
+    /// An event of the run, to append.
+    Event(Event),
+    /// A note of the run's process, to show.
+    Note(String),
+    /// The listening line, the end line, or a refused line (counted in the summary).
+    Skipped,
+}
+
+impl Read {
+    /// The event, if the line was one.
+    pub fn event(self) -> Option<Event> {
+        match self {
+            Read::Event(event) => Some(event),
+            _ => None,
+        }
+    }
 }
 
 /// Writes the events of run `run` as stream lines, each flushed at once; [`StreamSink::end`]
@@ -72,6 +114,16 @@ impl<W: Write + Send> StreamSink<W> {
         state
             .0
             .write_all(text.as_bytes())
+            .and_then(|()| state.0.flush())
+            .map_err(|source| Error::Stream { source })
+    }
+
+    /// Writes a note line: a diagnostic for people, not an event.
+    pub fn note(&self, message: &str) -> Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state
+            .0
+            .write_all(note_line(&self.run, message).as_bytes())
             .and_then(|()| state.0.flush())
             .map_err(|source| Error::Stream { source })
     }
@@ -170,13 +222,21 @@ impl StreamSummary {
     pub fn problem(&self) -> Option<String> {
         let mut parts = Vec::new();
         if !self.ended {
-            parts.push("it ended without its end line (the pod was evicted or its log cut)".to_owned());
+            parts.push(
+                "it ended without its end line (the pod was evicted or its log cut)".to_owned(),
+            );
         }
         if self.missing > 0 {
-            parts.push(format!("{} events the proxy numbered never arrived", self.missing));
+            parts.push(format!(
+                "{} events the proxy numbered never arrived",
+                self.missing
+            ));
         }
         if self.refused > 0 {
-            parts.push(format!("{} lines were not this run's events and were not appended", self.refused));
+            parts.push(format!(
+                "{} lines were not this run's events and were not appended",
+                self.refused
+            ));
         }
         if parts.is_empty() {
             None
@@ -211,48 +271,55 @@ impl StreamReader {
         &self.summary
     }
 
-    /// One line (without or with its newline): the event to append, or `None` (the one
-    /// listening line, the end line, or a refused line, which is counted).
-    pub fn line(&mut self, line: &str) -> Option<Event> {
+    /// One line (without or with its newline): an event to append, a note to show, or
+    /// nothing (the one listening line, the end line, or a refused line, which is counted).
+    pub fn line(&mut self, line: &str) -> Read {
         let line = line.trim_end_matches(['\n', '\r']);
         // The proxy prints it once it listens, which may be just after its first event.
         if !self.listened && !self.summary.ended && line.starts_with(LISTENING_PREFIX) {
             self.listened = true;
-            return None;
+            return Read::Skipped;
         }
         match self.check(line) {
-            Ok(event) => event,
+            Ok(read) => read,
             Err(why) => {
                 self.summary.refused += 1;
                 if self.summary.first_refused.is_none() {
                     self.summary.first_refused = Some(format!("{why}: {}", capped(line)));
                 }
-                None
+                Read::Skipped
             }
         }
     }
 
-    fn check(&mut self, line: &str) -> std::result::Result<Option<Event>, String> {
+    fn check(&mut self, line: &str) -> std::result::Result<Read, String> {
         if self.summary.ended {
             return Err("a line after the end line".into());
         }
         let parsed: Line =
             serde_json::from_str(line).map_err(|e| format!("not a stream line ({e})"))?;
         let (v, run) = match &parsed {
-            Line::Event { v, run, .. } | Line::End { v, run, .. } => (*v, run),
+            Line::Event { v, run, .. } | Line::End { v, run, .. } | Line::Note { v, run, .. } => {
+                (*v, run)
+            }
         };
         if v != STREAM_VERSION {
             return Err(format!("stream version {v}, not {STREAM_VERSION}"));
         }
         if *run != self.run {
-            return Err(format!("a line of run {:?}, not {:?}", capped(run), self.run));
+            return Err(format!(
+                "a line of run {:?}, not {:?}",
+                capped(run),
+                self.run
+            ));
         }
         match parsed {
             Line::End { events, .. } => {
                 self.summary.ended = true;
                 self.summary.missing += events.saturating_sub(self.next);
-                Ok(None)
+                Ok(Read::Skipped)
             }
+            Line::Note { message, .. } => Ok(Read::Note(message)),
             Line::Event {
                 seq,
                 kind,
@@ -284,7 +351,7 @@ impl StreamReader {
                 self.summary.missing += seq - self.next;
                 self.next = seq + 1;
                 self.summary.events += 1;
-                Ok(Some(event))
+                Ok(Read::Event(event))
             }
         }
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use agentguard_audit::{AuditSink, Decision, Event, error_chain};
 use agentguard_k8s::RunRequest;
-use agentguard_kubectl::{Kubectl, Ran, gc};
+use agentguard_kubectl::{Kubectl, NotAccepted, Ran, gc};
 use agentguard_policy::{Arg, Invocation};
 use agentguard_sandbox::RunSink;
 use serde_json::Value;
@@ -75,26 +75,47 @@ pub(crate) fn run(
     // tags, counts and merges them as a local run's do.
     let egress = matches!(request.network, agentguard_k8s::RunNetwork::Egress(_))
         .then(|| Arc::new(RunSink::new(audit.clone(), &job)));
-    let outcome = crate::signal::runtime()?.block_on(async {
-        let mut shutdown = Shutdown::install()?;
-        let accepted = &kubernetes.accept_weakened;
-        let sink = egress.clone().map(|s| s as Arc<dyn AuditSink>);
-        let run = agentguard_kubectl::run(&kubectl, &kubernetes.settings, &request, accepted, sink);
-        let run = async {
-            match &egress {
-                Some(counting) => counting.flushing(run).await,
-                None => run.await,
-            }
-        };
-        tokio::select! {
-            outcome = run => anyhow::Ok(Ok(outcome)),
-            stop = shutdown.recv() => anyhow::Ok(Err(stop)),
-        }
-    })?;
+    let outcome = crate::signal::runtime()?.block_on(until_stopped(
+        &kubectl,
+        kubernetes,
+        &request,
+        egress.as_ref(),
+    ))?;
     if let Some(sink) = &egress {
         sink.flush(true)?;
     }
-    finish(args, &invocation, image, &job, outcome, egress.as_deref(), record)
+    finish(
+        args,
+        &invocation,
+        image,
+        &job,
+        outcome,
+        egress.as_deref(),
+        record,
+    )
+}
+
+/// The run, or the signal that stopped it first (dropping the run starts its deletion).
+async fn until_stopped(
+    kubectl: &Kubectl,
+    kubernetes: &KubernetesConfig,
+    request: &RunRequest<'_>,
+    egress: Option<&Arc<RunSink>>,
+) -> anyhow::Result<Result<agentguard_kubectl::Result<Result<Ran, NotAccepted>>, Stop>> {
+    let mut shutdown = Shutdown::install()?;
+    let accepted = &kubernetes.accept_weakened;
+    let sink = egress.map(|s| Arc::clone(s) as Arc<dyn AuditSink>);
+    let run = agentguard_kubectl::run(kubectl, &kubernetes.settings, request, accepted, sink);
+    let run = async {
+        match egress {
+            Some(counting) => counting.flushing(run).await,
+            None => run.await,
+        }
+    };
+    tokio::select! {
+        outcome = run => Ok(Ok(outcome)),
+        stop = shutdown.recv() => Ok(Err(stop)),
+    }
 }
 
 /// The one identity of a run on a cluster: a fresh Job name, and the owner labels with this
@@ -128,7 +149,7 @@ fn finish(
     invocation: &Invocation,
     image: &str,
     job: &str,
-    outcome: Result<agentguard_kubectl::Result<Result<Ran, agentguard_kubectl::NotAccepted>>, Stop>,
+    outcome: Result<agentguard_kubectl::Result<Result<Ran, NotAccepted>>, Stop>,
     egress: Option<&RunSink>,
     record: impl Fn(Event) -> anyhow::Result<()>,
 ) -> anyhow::Result<u8> {

@@ -4,7 +4,9 @@
 //! (with the real port when `--port 0`), then runs until SIGINT or SIGTERM, stops accepting,
 //! lets open tunnels finish for `--grace` seconds, and syncs the audit log before exiting 0.
 //! With `--audit-stdout --run ID` every decision follows on stdout as a numbered JSON line
-//! ([`agentguard_audit::StreamSink`]), and the end line is written last.
+//! ([`agentguard_audit::StreamSink`]), and the end line is written last; its diagnostics
+//! are note lines of the same stream (see `logging`), which may come before the readiness
+//! line: stdout is then the whole of what a cluster pod's log holds.
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
@@ -12,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentguard_audit::{AuditSink, Durability, StreamSink};
-use agentguard_egress::EgressProxy;
+use agentguard_egress::{EgressProxy, EgressProxyBuilder};
 use anyhow::Context;
 
 use crate::args::EgressProxyArgs;
@@ -25,22 +27,7 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
         .bind
         .parse()
         .map_err(|_| Exit::usage(format!("--bind {:?} is not an IP address", args.bind)))?;
-    let mut builder = EgressProxy::builder()
-        .policy(policy)
-        .bind(SocketAddr::new(ip, args.port));
-    if let Some(n) = args.max_connections {
-        builder = builder.max_connections(usize::try_from(n).unwrap_or(usize::MAX));
-    }
-    if let Some(s) = args.half_close_timeout {
-        builder = builder.half_close_timeout(Duration::from_secs(s));
-    }
-    builder = builder.sni_check(!args.no_sni_check);
-    if let Some(s) = args.connect_timeout {
-        builder = builder.connect_timeout(Duration::from_secs(s));
-    }
-    if let Some(s) = args.idle_timeout {
-        builder = builder.idle_timeout(Duration::from_secs(s));
-    }
+    let mut builder = builder(args, policy, ip);
     // The proxy's decisions are frequent and on the hot path: flush durability (docs/audit.md).
     let log = match &args.audit {
         Some(path) => Some(Arc::new(crate::config::open_log(
@@ -54,13 +41,7 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
     if let Some(log) = &log {
         builder = builder.audit(Arc::clone(log) as Arc<dyn AuditSink>);
     }
-    let stream = match (&args.run, args.audit_stdout) {
-        (Some(run), true) => {
-            agentguard_k8s::dns_label("--run", run).map_err(|e| Exit::usage(e.to_string()))?;
-            Some(Arc::new(StreamSink::new(std::io::stdout(), run)))
-        }
-        _ => None,
-    };
+    let stream = stream(args)?;
     if let Some(stream) = &stream {
         builder = builder.audit(Arc::clone(stream) as Arc<dyn AuditSink>);
     }
@@ -85,10 +66,14 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
         tracing::info!(signal = stop.name(), "shutting down");
         let result = proxy.shutdown(Duration::from_secs(args.grace)).await;
         if !result.drained {
-            crate::output::note(&format!(
+            let note = format!(
                 "agentguard: closed tunnels still open after the {} s grace period",
                 args.grace
-            ));
+            );
+            match &stream {
+                Some(stream) => stream.note(&note).context("writing a note line")?,
+                None => crate::output::note(&note),
+            }
         }
         anyhow::Ok(())
     })?;
@@ -96,7 +81,45 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
         log.sync().context("syncing the audit log")?;
     }
     if let Some(stream) = stream {
-        stream.end().context("writing the audit stream's end line")?;
+        stream
+            .end()
+            .context("writing the audit stream's end line")?;
     }
     Ok(exit::SUCCESS)
+}
+
+/// The proxy as its flags configure it, before its audit sinks and resolver.
+fn builder(
+    args: &EgressProxyArgs,
+    policy: agentguard_policy::TargetPolicy,
+    ip: IpAddr,
+) -> EgressProxyBuilder {
+    let mut builder = EgressProxy::builder()
+        .policy(policy)
+        .bind(SocketAddr::new(ip, args.port));
+    if let Some(n) = args.max_connections {
+        builder = builder.max_connections(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    if let Some(s) = args.half_close_timeout {
+        builder = builder.half_close_timeout(Duration::from_secs(s));
+    }
+    builder = builder.sni_check(!args.no_sni_check);
+    if let Some(s) = args.connect_timeout {
+        builder = builder.connect_timeout(Duration::from_secs(s));
+    }
+    if let Some(s) = args.idle_timeout {
+        builder = builder.idle_timeout(Duration::from_secs(s));
+    }
+    builder
+}
+
+/// The audit stream on stdout of `--audit-stdout --run ID`, the run checked as a DNS label.
+fn stream(args: &EgressProxyArgs) -> anyhow::Result<Option<Arc<StreamSink<std::io::Stdout>>>> {
+    match (&args.run, args.audit_stdout) {
+        (Some(run), true) => {
+            agentguard_k8s::dns_label("--run", run).map_err(|e| Exit::usage(e.to_string()))?;
+            Ok(Some(Arc::new(StreamSink::new(std::io::stdout(), run))))
+        }
+        _ => Ok(None),
+    }
 }

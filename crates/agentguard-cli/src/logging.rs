@@ -6,13 +6,17 @@
 //! may carry text from clients and containers, so every control character of an event is
 //! escaped on its way to stderr (colours are off for the same reason), and a stderr that
 //! cannot be written is ignored rather than fatal.
+//!
+//! An egress proxy writing its audit stream on stdout (`--audit-stdout`, in a cluster pod,
+//! whose log holds stdout and stderr as one) writes its diagnostics into that stream instead,
+//! as note lines its follower shows ([`agentguard_audit::note_line`]).
 
 use std::io::{self, Write};
 
 use tracing_subscriber::EnvFilter;
 
-/// Installs the stderr subscriber.
-pub(crate) fn init(verbose: u8) {
+/// Installs the subscriber: stderr, or note lines on stdout for the stream of run `stream`.
+pub(crate) fn init(verbose: u8, stream: Option<String>) {
     let filter = match std::env::var("AGENTGUARD_LOG") {
         Ok(directives) if !directives.is_empty() => EnvFilter::new(directives),
         _ => EnvFilter::new(match verbose {
@@ -22,12 +26,35 @@ pub(crate) fn init(verbose: u8) {
             _ => "trace",
         }),
     };
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(|| Escaping)
         .with_ansi(false)
-        .with_target(true)
-        .init();
+        .with_target(true);
+    match stream {
+        // The follower shows each note under its own time.
+        Some(run) => builder
+            .without_time()
+            .with_writer(move || Noting(run.clone()))
+            .init(),
+        None => builder.with_writer(|| Escaping).init(),
+    }
+}
+
+/// Stdout, one event per write, as a note line of run `.0`'s audit stream.
+struct Noting(String);
+
+impl Write for Noting {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let line = agentguard_audit::note_line(&self.0, text.trim_end_matches('\n'));
+        let _ = io::stdout().lock().write_all(line.as_bytes());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let _ = io::stdout().flush();
+        Ok(())
+    }
 }
 
 /// Stderr, one event per write, its control characters escaped but for the final newline.

@@ -28,7 +28,12 @@ use crate::args::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.verbose);
+    // A proxy whose audit goes to stdout keeps its diagnostics in the same stream.
+    let stream = match &cli.command {
+        Command::EgressProxy(args) if args.audit_stdout => args.run.clone(),
+        _ => None,
+    };
+    logging::init(cli.verbose, stream);
     match dispatch(cli.command) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

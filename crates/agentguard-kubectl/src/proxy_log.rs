@@ -1,7 +1,8 @@
 //! The run's egress proxy's decisions, followed from its pod's log: the proxy runs with
 //! `--audit-stdout` ([`agentguard_audit::StreamSink`]), and every line that reads as an event
 //! of this run ([`agentguard_audit::StreamReader`]) is appended to the run's sink as it
-//! arrives, marked with the pod it came from. Any other line is counted, never appended.
+//! arrives, marked with the pod it came from. The proxy's notes (its diagnostics) are shown
+//! as warnings here; any other line is counted, never appended.
 //!
 //! The follower ends when the log does: the proxy writes its end line when it stops, which it
 //! does once the run's objects are deleted. A log that ends without that line, or with a gap
@@ -11,7 +12,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use agentguard_audit::{AuditSink, StreamReader, StreamSummary};
+use agentguard_audit::{AuditSink, Read, StreamReader, StreamSummary};
 use agentguard_k8s::LABEL_PROXY;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 use tokio::task::JoinHandle;
@@ -61,8 +62,7 @@ impl Follower {
                 what: "its Deployment is available but no pod of it is listed",
             })?
             .to_owned();
-        let mut command =
-            kubectl.command(&["logs", "--follow", &pod, "-c", PROXY_CONTAINER]);
+        let mut command = kubectl.command(&["logs", "--follow", &pod, "-c", PROXY_CONTAINER]);
         command.stderr(std::process::Stdio::null());
         let mut child = command.spawn().map_err(|e| kubectl.spawn_error(e))?;
         let stdout = child.stdout.take().ok_or_else(|| Error::Answer {
@@ -76,7 +76,14 @@ impl Follower {
         let task = tokio::spawn(async move {
             // Killed with the task (kill_on_drop) when the stream is abandoned.
             let _child = child;
-            follow(BufReader::new(stdout), &run, &marked, sink.as_ref(), &shared).await
+            follow(
+                BufReader::new(stdout),
+                &run,
+                &marked,
+                sink.as_ref(),
+                &shared,
+            )
+            .await
         });
         Ok(Follower { pod, summary, task })
     }
@@ -100,7 +107,8 @@ impl Follower {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        sink.record(summary.event(&self.pod)).map_err(Error::Audit)?;
+        sink.record(summary.event(&self.pod))
+            .map_err(Error::Audit)?;
         Ok(ProxyStream {
             pod: self.pod.clone(),
             summary,
@@ -136,9 +144,12 @@ async fn follow(
             }
         }
         let text = String::from_utf8_lossy(&line);
-        let event = reader.line(&text);
-        if let Some(event) = event {
-            sink.record(event.data("pod", pod))?;
+        match reader.line(&text) {
+            Read::Event(event) => {
+                sink.record(event.data("pod", pod))?;
+            }
+            Read::Note(note) => tracing::warn!(pod, "the run's egress proxy: {note}"),
+            Read::Skipped => {}
         }
         *summary.lock().unwrap_or_else(PoisonError::into_inner) = reader.summary().clone();
     }
@@ -146,7 +157,10 @@ async fn follow(
 
 /// One line into `line` (without its newline; cut at [`MAX_LINE`] bytes, the rest skipped):
 /// `false` at the end of the log.
-async fn read_line(log: &mut (impl AsyncBufRead + Unpin), line: &mut Vec<u8>) -> std::io::Result<bool> {
+async fn read_line(
+    log: &mut (impl AsyncBufRead + Unpin),
+    line: &mut Vec<u8>,
+) -> std::io::Result<bool> {
     let mut read_any = false;
     loop {
         let buf = log.fill_buf().await?;

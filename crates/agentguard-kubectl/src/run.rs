@@ -102,7 +102,9 @@ async fn run_checked(
         request,
         manifests.clone(),
         started,
-        egress.as_ref().map(|sink| (Arc::clone(sink), &mut follower)),
+        egress
+            .as_ref()
+            .map(|sink| (Arc::clone(sink), &mut follower)),
     )
     .await;
     // Deleting the proxy stops it, and a stopping proxy writes its end line.

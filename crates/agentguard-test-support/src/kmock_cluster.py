@@ -2,7 +2,14 @@
 127.0.0.1, with a small controller playing the parts a real cluster's controllers and kubelet
 play. kmock has no controllers, so this script gives each Job a Pod, moves the Pod through
 Pending, Running and Terminated as the scenario says, serves its log, assigns Services a
-ClusterIP and marks Deployments available.
+ClusterIP, gives each Deployment (a run's egress proxy) a Running pod before marking it
+available, and deletes that pod with its Deployment.
+
+A proxy pod's log is a stream, as `kubectl logs --follow` reads it: the proxy's
+`listening on` line and the `proxy_log` lines at once, then (unless `proxy_cut`) the
+`proxy_tail` lines once the Deployment is deleted, then the end of the log. `@RUN@` in a line
+is replaced by the run the pod's `agentguard.dev/proxy` label names, so a test can script
+lines for a run whose name it learns only later.
 
 Usage: kmock_cluster.py SCENARIO_JSON. Prints `listening URL`, then `created PLURAL NAME` for
 each object a client creates, and serves until stdin closes.
@@ -20,6 +27,9 @@ Scenario keys (all optional):
   version       the server's minor version (33)
   psa           the namespace's pod-security.kubernetes.io/enforce label ("restricted")
   runtime_classes  {name: handler} created at start ({})
+  proxy_log     lines of a proxy pod's log written while the run goes ([])
+  proxy_tail    lines written once its Deployment is deleted: the proxy's last ([])
+  proxy_cut     true: the log ends after `proxy_log`, as an evicted pod's does (false)
   canary        the recorded NetworkPolicy canary verdict: "blocked" (default), "reached",
                 "stale" (blocked, two days ago) or null (none recorded)
 
@@ -39,6 +49,9 @@ import kmock
 
 SCENARIO = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 NAMESPACE = SCENARIO.get("namespace", "agentguard")
+PROXY_LABEL = "agentguard.dev/proxy"
+# proxy pod name -> (the run it serves, set once its Deployment is deleted)
+PROXY_PODS = {}
 
 
 class Cluster(kmock.KubernetesEmulator):
@@ -91,6 +104,7 @@ def suffix():
 
 async def controller(base):
     pods = {}  # job name -> pod name
+    deployments = {}  # deployment name -> its pod's name
     async with aiohttp.ClientSession(base_url=base) as http:
         ns = f"/api/v1/namespaces/{NAMESPACE}"
         batch = f"/apis/batch/v1/namespaces/{NAMESPACE}"
@@ -121,11 +135,51 @@ async def controller(base):
                 if not svc.get("spec", {}).get("clusterIP"):
                     ip = {"spec": {"clusterIP": SCENARIO.get("cluster_ip", "10.96.0.10")}}
                     await http.patch(f"{ns}/services/{svc['metadata']['name']}", json=ip, headers=patch)
-            apps = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
-            for dep in (await (await http.get(apps)).json()).get("items", []):
-                if not dep.get("status", {}).get("availableReplicas"):
-                    ready = {"status": {"availableReplicas": 1, "readyReplicas": 1}}
-                    await http.patch(f"{apps}/{dep['metadata']['name']}", json=ready, headers=patch)
+            await proxies(http, ns, patch, deployments)
+
+
+async def proxies(http, ns, patch, deployments):
+    """Gives each new Deployment a Running pod, then marks it available; deletes the pod of a
+    Deployment that is gone, after telling its log."""
+    apps = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
+    items = (await (await http.get(apps)).json()).get("items", [])
+    names = {dep["metadata"]["name"] for dep in items}
+    for name in [name for name in deployments if name not in names]:
+        pod = deployments.pop(name)
+        PROXY_PODS[pod][1].set()
+        await http.delete(f"{ns}/pods/{pod}")
+    for dep in items:
+        name = dep["metadata"]["name"]
+        if name not in deployments:
+            pod = f"{name}-{suffix()}"
+            labels = dict(dep["spec"]["template"]["metadata"].get("labels", {}))
+            running = {"running": {"startedAt": "2026-12-01T00:00:00Z"}}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod, "namespace": NAMESPACE, "labels": labels},
+                "spec": dep["spec"]["template"]["spec"],
+                "status": {"phase": "Running", "containerStatuses": [{"name": "proxy", "ready": True, "state": running}]},
+            }
+            await http.post(f"{ns}/pods", json=body)
+            PROXY_PODS[pod] = (labels.get(PROXY_LABEL, ""), asyncio.Event())
+            deployments[name] = pod
+        if not dep.get("status", {}).get("availableReplicas"):
+            ready = {"status": {"availableReplicas": 1, "readyReplicas": 1}}
+            await http.patch(f"{apps}/{name}", json=ready, headers=patch)
+
+
+async def proxy_log(pod):
+    """The log of a proxy pod, followed: see the module's docstring."""
+    run, gone = PROXY_PODS[pod]
+    lines = lambda key: "".join(line.replace("@RUN@", run) + "\n" for line in SCENARIO.get(key, []))
+    yield ("listening on 0.0.0.0:3128\n" + lines("proxy_log")).encode()
+    if SCENARIO.get("proxy_cut"):
+        return
+    await gone.wait()
+    tail = lines("proxy_tail")
+    if tail:
+        yield tail.encode()
 
 
 async def lifecycle(http, path, headers):
@@ -183,7 +237,8 @@ async def main():
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": labels}}
     cluster[f"get /api/v1/namespaces/{NAMESPACE}"] << namespace
     log = SCENARIO.get("logs", "") * SCENARIO.get("log_repeat", 1)
-    cluster[kmock.subresource("log")] << (lambda request: log.encode())
+    cluster[kmock.subresource("log")] << (
+        lambda request: proxy_log(request.name) if request.name in PROXY_PODS else log.encode())
     if "create_error" in SCENARIO:
         code = SCENARIO["create_error"]
         refuse = SCENARIO.get("refuse", "jobs")

@@ -1,3 +1,6 @@
+//! The stream sink and reader against each other: what one writes the other reads back
+//! whole, and what a forger or another run writes is refused and counted.
+
 use std::sync::{Arc, Mutex};
 
 use crate::{AuditSink, Decision, Event, Kind, StreamReader, StreamSink};
@@ -45,7 +48,10 @@ fn written(run: &str) -> Vec<String> {
 
 fn read(run: &str, lines: &[String]) -> (Vec<Event>, StreamReader) {
     let mut reader = StreamReader::new(run);
-    let events = lines.iter().filter_map(|l| reader.line(l)).collect();
+    let events = lines
+        .iter()
+        .filter_map(|l| reader.line(l).event())
+        .collect();
     (events, reader)
 }
 
@@ -124,4 +130,36 @@ fn a_mistyped_event_is_not_written() {
     let bad = connect("pkgs.example.com:443").data("bytes", "many");
     assert!(sink.record(bad).is_err());
     assert!(out.lines().is_empty());
+}
+
+#[test]
+fn a_note_is_shown_not_appended_and_a_foreign_one_is_refused() {
+    let out = Shared::default();
+    let sink = StreamSink::new(out.clone(), "run-1");
+    sink.record(connect("pkgs.example.com:443")).unwrap();
+    sink.note("closed tunnels still open after the 15 s grace period")
+        .unwrap();
+    sink.end().unwrap();
+    let mut lines = out.lines();
+    lines.insert(
+        1,
+        crate::note_line("run-2", "not this run's")
+            .trim_end()
+            .to_owned(),
+    );
+    let mut reader = StreamReader::new("run-1");
+    let reads: Vec<crate::Read> = lines.iter().map(|l| reader.line(l)).collect();
+    assert!(matches!(reads[0], crate::Read::Event(_)), "{reads:?}");
+    assert_eq!(reads[1], crate::Read::Skipped);
+    assert_eq!(
+        reads[2],
+        crate::Read::Note("closed tunnels still open after the 15 s grace period".into())
+    );
+    let summary = reader.summary();
+    // Notes are not numbered: the end line's count is the events'.
+    assert_eq!(
+        (summary.events, summary.refused, summary.missing),
+        (1, 1, 0)
+    );
+    assert!(summary.ended);
 }

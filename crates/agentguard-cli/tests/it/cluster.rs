@@ -1,14 +1,17 @@
 //! `agentguard run` and `agentguard gc --config` on a cluster: the binary, the real kubectl and
 //! kmock's scripted API on 127.0.0.1 (`KmockCluster`): exit statuses as on a local engine, the
 //! JSON result, the audit event naming the engine, the namespace and what was weakened;
-//! SIGTERM deletes the Job; after SIGKILL the Job stays and `gc` deletes it.
+//! SIGTERM deletes the Job; after SIGKILL the Job stays and `gc` deletes it. An egress run's
+//! proxy decisions, scripted as its pod's log, land in the one verified audit log and count in
+//! `--json`.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use agentguard_audit::{AuditSink, Decision, Event, StreamSink};
 use agentguard_test_support::KmockCluster;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::stderr;
 
@@ -25,8 +28,15 @@ namespace = "agentguard"
 accept_weakened = ["tmp_noexec", "pids"]
 proxy_image = "localhost/agentguard@sha256:{}"
 
+[egress]
+allow = ["pkgs.example.com"]
+
 [commands]
 tests = ["python3", "-m", "pytest", "-q"]
+
+[commands.install]
+argv = ["pip", "install", "-r", "requirements.txt"]
+network = "egress"
 
 [audit]
 path = "{}"
@@ -259,4 +269,109 @@ fn doctor_checks_the_cluster_of_a_kubernetes_config_and_its_canary_lets_runs_go(
     }
     let out = output(&cluster, &["run", "--config", &cfg, "tests"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// A writer whose bytes the test keeps.
+#[derive(Clone, Default)]
+struct Kept(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Kept {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What the run's proxy writes on its log, by the real writer, for a run kmock names
+/// (`@RUN@`): one allowed and one denied connect, then its end line.
+fn proxy_lines() -> Vec<String> {
+    let kept = Kept::default();
+    let sink = StreamSink::new(kept.clone(), "@RUN@");
+    let client = "10.1.2.3:40000";
+    for (decision, reason, target) in [
+        (Decision::Allow, "ok", "pkgs.example.com:443"),
+        (Decision::Deny, "domain_not_allowed", "evil.example.com:443"),
+    ] {
+        sink.record(Event::egress_connect(decision, reason, target, client))
+            .unwrap();
+    }
+    sink.end().unwrap();
+    let text = String::from_utf8(kept.0.lock().unwrap().clone()).unwrap();
+    text.lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn an_egress_runs_proxy_decisions_are_in_the_verified_log_and_counted() {
+    let lines = proxy_lines();
+    let scenario = json!({"proxy_log": lines[..2], "proxy_tail": lines[2..]});
+    let Some(cluster) = KmockCluster::start("cli egress on a cluster", &scenario.to_string())
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 60);
+    let out = output(&cluster, &["run", "--config", &cfg, "install", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        result["egress"],
+        json!({"allowed": 1, "denied": 1, "stream": "complete"}),
+        "{result}"
+    );
+    let job = result["container"].as_str().unwrap();
+    let events = audit(dir.path());
+    let connects: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "egress_connect")
+        .collect();
+    assert_eq!(connects.len(), 2, "{events:#?}");
+    for connect in &connects {
+        assert_eq!(connect["subject"]["run"], job, "{connect}");
+        let pod = connect["data"]["pod"].as_str().unwrap();
+        assert!(pod.starts_with(&agentguard_k8s::proxy_name(job)), "{pod}");
+    }
+    assert_eq!(connects[1]["reason"], "domain_not_allowed");
+    let stream = events
+        .iter()
+        .find(|e| e["kind"] == "egress_stream")
+        .unwrap();
+    assert_eq!(stream["reason"], "complete", "{stream}");
+    let log = dir.path().join("audit.jsonl");
+    let verify = output(&cluster, &["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+}
+
+#[test]
+fn a_cut_egress_stream_is_said_on_stderr_and_recorded() {
+    let lines = proxy_lines();
+    let scenario = json!({"proxy_log": lines[..1], "proxy_cut": true});
+    let Some(cluster) = KmockCluster::start("cli egress cut on a cluster", &scenario.to_string())
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 60);
+    let out = output(&cluster, &["run", "--config", &cfg, "install", "--json"]);
+    // The command's own status still holds; the gap is said and recorded.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["egress"]["stream"], "stream_cut", "{result}");
+    assert_eq!(result["egress"]["allowed"], 1, "{result}");
+    assert!(
+        stderr(&out).contains("without its end line"),
+        "{}",
+        stderr(&out)
+    );
+    let events = audit(dir.path());
+    let stream = events
+        .iter()
+        .find(|e| e["kind"] == "egress_stream")
+        .unwrap();
+    assert_eq!(
+        (&stream["decision"], &stream["reason"]),
+        (&json!("error"), &json!("stream_cut"))
+    );
 }

@@ -1,9 +1,11 @@
-//! `agentguard egress-proxy` as a real process: the readiness line, a tunnel, SIGTERM.
+//! `agentguard egress-proxy` as a real process: the readiness line, a tunnel, SIGTERM; with
+//! `--audit-stdout`, one stream of its decisions and diagnostics on stdout.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read as _, Write};
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 
+use agentguard_audit::{Event, Read};
 use agentguard_test_support::{EchoServer, FakeDns};
 
 use crate::{agentguard, stderr};
@@ -18,64 +20,16 @@ async fn prints_one_line_tunnels_and_shuts_down_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("egress.jsonl");
     let port = echo.addr().port();
-    let args: Vec<String> = [
-        "egress-proxy",
-        "--allow",
-        "pkgs.example.test",
-        "--allow-port",
-        &port.to_string(),
-        "--port",
-        "0",
-        "--allow-cidr",
-        "127.0.0.2/32",
-        "--nameserver",
-        &dns.addr().to_string(),
-        "--audit",
-        log.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let args = proxy_args(&dns, port, &["--audit", log.to_str().unwrap()]);
     let log_path = log.clone();
     tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentguard"))
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let addr = line
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("readiness line: {line:?}"))
-            .trim()
-            .to_owned();
+        let (mut child, mut stdout, addr) = spawn(&args);
         assert!(
             addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"),
             "the real port: {addr}"
         );
-
-        let mut client = std::net::TcpStream::connect(&addr).unwrap();
-        write!(client, "CONNECT pkgs.example.test:{port} HTTP/1.1\r\n\r\n").unwrap();
-        let mut head = [0u8; 39];
-        client.read_exact(&mut head).unwrap();
-        assert_eq!(&head, b"HTTP/1.1 200 Connection Established\r\n\r\n");
-        client.write_all(b"through the binary").unwrap();
-        let mut back = [0u8; 18];
-        client.read_exact(&mut back).unwrap();
-        assert_eq!(&back, b"through the binary");
-        drop(client);
-
-        let status = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let exit = child.wait().unwrap();
-        let mut rest = String::new();
-        stdout.read_to_string(&mut rest).unwrap();
+        tunnel(&addr, port);
+        let (exit, rest) = terminate(&mut child, &mut stdout);
         assert_eq!(exit.code(), Some(0));
         assert_eq!(rest, "", "exactly one line on stdout");
         let summary =
@@ -87,6 +41,176 @@ async fn prints_one_line_tunnels_and_shuts_down_on_sigterm() {
     })
     .await
     .unwrap();
+}
+
+/// The proxy's arguments: `pkgs.example.test` on `port`, resolved by `dns`, and `extra`.
+fn proxy_args(dns: &FakeDns, port: u16, extra: &[&str]) -> Vec<String> {
+    let port = port.to_string();
+    let dns = dns.addr().to_string();
+    let base = [
+        "egress-proxy",
+        "--allow",
+        "pkgs.example.test",
+        "--allow-port",
+        &port,
+        "--port",
+        "0",
+        "--allow-cidr",
+        "127.0.0.2/32",
+        "--nameserver",
+        &dns,
+    ];
+    base.iter().chain(extra).map(|s| (*s).to_owned()).collect()
+}
+
+/// Starts the proxy; returns it, its stdout after the readiness line, and its address. The
+/// lines before the readiness line are `before`'s.
+fn spawn_noting(args: &[String], before: &mut String) -> (Child, BufReader<ChildStdout>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentguard"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while stdout.read_line(&mut line).unwrap() > 0 && !line.starts_with("listening on ") {
+        before.push_str(&line);
+        line.clear();
+    }
+    let addr = line
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("readiness line: {line:?}"))
+        .trim()
+        .to_owned();
+    (child, stdout, addr)
+}
+
+/// [`spawn_noting`] of a proxy that prints nothing before its readiness line.
+fn spawn(args: &[String]) -> (Child, BufReader<ChildStdout>, String) {
+    let mut before = String::new();
+    let spawned = spawn_noting(args, &mut before);
+    assert_eq!(before, "", "the readiness line comes first");
+    spawned
+}
+
+/// One tunnel to the echo server on `port` through the proxy at `addr`, and back.
+fn tunnel(addr: &str, port: u16) {
+    let mut client = std::net::TcpStream::connect(addr).unwrap();
+    write!(client, "CONNECT pkgs.example.test:{port} HTTP/1.1\r\n\r\n").unwrap();
+    let mut head = [0u8; 39];
+    client.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200 Connection Established\r\n\r\n");
+    client.write_all(b"through the binary").unwrap();
+    let mut back = [0u8; 18];
+    client.read_exact(&mut back).unwrap();
+    assert_eq!(&back, b"through the binary");
+}
+
+/// SIGTERM; returns how it exited and the rest of its stdout.
+fn terminate(child: &mut Child, stdout: &mut BufReader<ChildStdout>) -> (ExitStatus, String) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    (exit, rest)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_audit_stdout_decisions_and_diagnostics_are_one_stream_of_its_run() {
+    let dns = FakeDns::start().await;
+    let echo = EchoServer::try_start(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), 0)
+        .await
+        .unwrap();
+    dns.answer("pkgs.example.test", &[echo.addr().ip()]);
+    let port = echo.addr().port();
+    let mut args = vec!["-v".to_owned()];
+    args.extend(proxy_args(
+        &dns,
+        port,
+        &["--audit-stdout", "--run=agentguard-9-1-0"],
+    ));
+    tokio::task::spawn_blocking(move || {
+        let mut before = String::new();
+        let (mut child, mut stdout, addr) = spawn_noting(&args, &mut before);
+        tunnel(&addr, port);
+        let mut denied = std::net::TcpStream::connect(&addr).unwrap();
+        write!(denied, "CONNECT evil.example.test:{port} HTTP/1.1\r\n\r\n").unwrap();
+        let mut status = String::new();
+        BufReader::new(&denied).read_line(&mut status).unwrap();
+        assert!(status.starts_with("HTTP/1.1 403"), "{status}");
+        drop(denied);
+        let (exit, rest) = terminate(&mut child, &mut stdout);
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert_eq!(exit.code(), Some(0), "{stderr}");
+        // -v's diagnostics are in the stream, as notes: the pod's log holds nothing else.
+        assert_eq!(stderr, "", "nothing outside the stream");
+        let mut reader = agentguard_audit::StreamReader::new("agentguard-9-1-0");
+        let stream = format!("{before}listening on {addr}\n{rest}");
+        let reads: Vec<Read> = stream.lines().map(|line| reader.line(line)).collect();
+        let events: Vec<&Event> = reads
+            .iter()
+            .filter_map(|r| {
+                if let Read::Event(e) = r {
+                    Some(e)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let reasons: Vec<&str> = events.iter().map(|e| e.reason.as_str()).collect();
+        assert!(reasons.contains(&"domain_not_allowed"), "{stream}");
+        assert!(
+            events
+                .iter()
+                .all(|e| e.subject["run"] == "agentguard-9-1-0")
+        );
+        assert!(
+            reads
+                .iter()
+                .any(|r| matches!(r, Read::Note(n) if n.contains("shutting down"))),
+            "{stream}"
+        );
+        assert!(
+            reader.summary().complete(),
+            "{:?}: {stream}",
+            reader.summary()
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[test]
+fn audit_stdout_needs_a_run_that_is_a_dns_label() {
+    let out = agentguard(&[
+        "egress-proxy",
+        "--allow",
+        "pkgs.example.test",
+        "--audit-stdout",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let args = [
+        "egress-proxy",
+        "--allow",
+        "a.test",
+        "--audit-stdout",
+        "--run",
+        "Not_A_Label",
+    ];
+    let out = agentguard(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("Not_A_Label"), "{}", stderr(&out));
 }
 
 #[test]

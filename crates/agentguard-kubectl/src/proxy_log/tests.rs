@@ -1,3 +1,6 @@
+//! The follower over a scripted log: events appended with their pod, an endless line
+//! refused without being kept whole.
+
 use std::sync::Mutex;
 
 use agentguard_audit::{AuditSink, Decision, Event, MemorySink, StreamSink, StreamSummary};
@@ -17,16 +20,22 @@ fn stream(run: &str, n: usize) -> Vec<u8> {
             Ok(())
         }
     }
-    out.lock().unwrap().extend_from_slice(b"listening on 0.0.0.0:3128\n");
+    out.lock()
+        .unwrap()
+        .extend_from_slice(b"listening on 0.0.0.0:3128\n");
     let sink = StreamSink::new(To(out.clone()), run);
     for i in 0..n {
         let target = format!("pkgs.example.com:{}", 443 + i);
-        sink.record(Event::egress_connect(Decision::Allow, "ok", &target, "10.1.2.3:5000"))
-            .unwrap();
+        sink.record(Event::egress_connect(
+            Decision::Allow,
+            "ok",
+            &target,
+            "10.1.2.3:5000",
+        ))
+        .unwrap();
     }
     sink.end().unwrap();
-    let bytes = out.lock().unwrap().clone();
-    bytes
+    out.lock().unwrap().clone()
 }
 
 async fn followed(log: &[u8]) -> (MemorySink, StreamSummary) {
@@ -56,7 +65,11 @@ async fn each_event_is_appended_marked_with_its_pod() {
 async fn an_endless_line_is_refused_without_being_kept_whole() {
     let whole = stream("run-1", 1);
     // The long line goes just before the end line.
-    let cut = whole[..whole.len() - 1].iter().rposition(|b| *b == b'\n').unwrap() + 1;
+    let cut = whole[..whole.len() - 1]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .unwrap()
+        + 1;
     let mut log = whole[..cut].to_vec();
     log.extend(std::iter::repeat_n(b'{', MAX_LINE * 3));
     log.push(b'\n');

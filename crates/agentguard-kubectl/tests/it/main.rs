@@ -13,6 +13,8 @@ use agentguard_kubectl::{Error, Kubectl, gc, run};
 use agentguard_test_support::KmockCluster as Cluster;
 use serde_json::json;
 
+mod stream;
+
 const RUN: &str = "agentguard-1-2-3";
 
 fn spec(timeout: Duration, cap: usize) -> ContainerSpec {
