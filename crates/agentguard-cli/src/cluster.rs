@@ -71,16 +71,14 @@ pub(crate) fn run(
         return Ok(exit::SUCCESS);
     }
     let kubectl = Kubectl::new(&kubernetes.settings);
-    // An egress run's proxy decisions come back through its pod's log into this sink, which
-    // tags, counts and merges them as a local run's do.
-    let egress = matches!(request.network, agentguard_k8s::RunNetwork::Egress(_))
-        .then(|| Arc::new(RunSink::new(audit.clone(), &job)));
-    let outcome = crate::signal::runtime()?.block_on(until_stopped(
-        &kubectl,
-        kubernetes,
-        &request,
-        egress.as_ref(),
-    ))?;
+    let egress = egress_sink(&request, audit.clone());
+    let outcome = crate::signal::runtime()?.block_on(async {
+        let mut shutdown = Shutdown::install()?;
+        tokio::select! {
+            outcome = counted(&kubectl, kubernetes, &request, egress.as_ref()) => anyhow::Ok(Ok(outcome)),
+            stop = shutdown.recv() => anyhow::Ok(Err(stop)),
+        }
+    })?;
     if let Some(sink) = &egress {
         sink.flush(true)?;
     }
@@ -95,27 +93,55 @@ pub(crate) fn run(
     )
 }
 
-/// The run, or the signal that stopped it first (dropping the run starts its deletion).
-async fn until_stopped(
+/// How a run on the cluster ended, if it was not stopped first.
+pub(crate) type Outcome = agentguard_kubectl::Result<Result<Ran, NotAccepted>>;
+
+/// For an egress run, the sink its proxy's decisions come back into (through its pod's log):
+/// it tags, counts and merges them as a local run's do, into `audit`. Flush it (`all`) once
+/// the run ends.
+pub(crate) fn egress_sink(
+    request: &RunRequest<'_>,
+    audit: Option<Arc<dyn AuditSink>>,
+) -> Option<Arc<RunSink>> {
+    matches!(request.network, agentguard_k8s::RunNetwork::Egress(_))
+        .then(|| Arc::new(RunSink::new(audit, request.run_id)))
+}
+
+/// Runs `request` on the cluster, its proxy's decisions into `egress`, which is flushed as
+/// it goes. Dropping the future starts the deletion of the run's objects.
+pub(crate) async fn counted(
     kubectl: &Kubectl,
     kubernetes: &KubernetesConfig,
     request: &RunRequest<'_>,
     egress: Option<&Arc<RunSink>>,
-) -> anyhow::Result<Result<agentguard_kubectl::Result<Result<Ran, NotAccepted>>, Stop>> {
-    let mut shutdown = Shutdown::install()?;
+) -> Outcome {
     let accepted = &kubernetes.accept_weakened;
     let sink = egress.map(|s| Arc::clone(s) as Arc<dyn AuditSink>);
     let run = agentguard_kubectl::run(kubectl, &kubernetes.settings, request, accepted, sink);
-    let run = async {
-        match egress {
-            Some(counting) => counting.flushing(run).await,
-            None => run.await,
-        }
-    };
-    tokio::select! {
-        outcome = run => Ok(Ok(outcome)),
-        stop = shutdown.recv() => Ok(Err(stop)),
+    match egress {
+        Some(counting) => counting.flushing(run).await,
+        None => run.await,
     }
+}
+
+/// The `container_run` event of how a run of `name` on the cluster ended (add where it went
+/// with [`on_cluster`]).
+pub(crate) fn ended_event(
+    name: &str,
+    image: &str,
+    invocation: &Invocation,
+    outcome: &Outcome,
+) -> Event {
+    let event = match outcome {
+        Ok(Ok(ran)) => ran_event(ran, name, image),
+        Ok(Err(refused)) => {
+            Event::container_run(Decision::Deny, "weakened_not_accepted", name, image)
+                .data("weakened", vec![refused.0.name()])
+        }
+        Err(error) => Event::container_run(Decision::Error, error.reason(), name, image)
+            .data("message", error_chain(error)),
+    };
+    event.params(invocation.params())
 }
 
 /// The one identity of a run on a cluster: a fresh Job name, and the owner labels with this
@@ -149,7 +175,7 @@ fn finish(
     invocation: &Invocation,
     image: &str,
     job: &str,
-    outcome: Result<agentguard_kubectl::Result<Result<Ran, NotAccepted>>, Stop>,
+    outcome: Result<Outcome, Stop>,
     egress: Option<&RunSink>,
     record: impl Fn(Event) -> anyhow::Result<()>,
 ) -> anyhow::Result<u8> {
@@ -167,36 +193,29 @@ fn finish(
             let message = format!("{}: deleting Job {job}", stop.name());
             Err(Exit::new(code, message).into())
         }
-        Ok(Ok(Ok(ran))) => {
-            record(ran_event(&ran, &args.name, image).params(invocation.params()))?;
-            if !args.json {
-                let mut out = std::io::stdout().lock();
-                // A closed stdout is the reader's choice; the exit status still says how it ended.
-                let _ = out.write_all(&ran.result.stdout).and_then(|()| out.flush());
+        Ok(outcome) => {
+            record(ended_event(&args.name, image, invocation, &outcome))?;
+            match outcome {
+                Ok(Ok(ran)) => {
+                    if !args.json {
+                        let mut out = std::io::stdout().lock();
+                        // A closed stdout is the reader's choice; the exit status still says how it ended.
+                        let _ = out.write_all(&ran.result.stdout).and_then(|()| out.flush());
+                    }
+                    let params = invocation.params();
+                    let egress = egress_json(&ran, egress);
+                    crate::ended::report(&ran.result, params, egress, args.json, "Job")
+                }
+                Ok(Err(refused)) => Err(refused.into()),
+                Err(error) => {
+                    let context = format!(
+                        "agentguard run {} on Kubernetes ({})",
+                        args.name,
+                        error.reason()
+                    );
+                    Err(anyhow::Error::new(error).context(context))
+                }
             }
-            let params = invocation.params();
-            let egress = egress_json(&ran, egress);
-            crate::ended::report(&ran.result, params, egress, args.json, "Job")
-        }
-        Ok(Ok(Err(refused))) => {
-            let event =
-                Event::container_run(Decision::Deny, "weakened_not_accepted", &args.name, image)
-                    .params(invocation.params())
-                    .data("weakened", vec![refused.0.name()]);
-            record(event)?;
-            Err(refused.into())
-        }
-        Ok(Err(error)) => {
-            let event = Event::container_run(Decision::Error, error.reason(), &args.name, image)
-                .params(invocation.params())
-                .data("message", error_chain(&error));
-            record(event)?;
-            let context = format!(
-                "agentguard run {} on Kubernetes ({})",
-                args.name,
-                error.reason()
-            );
-            Err(anyhow::Error::new(error).context(context))
         }
     }
 }
@@ -234,7 +253,7 @@ fn ran_event(ran: &Ran, name: &str, image: &str) -> Event {
 }
 
 /// Adds where the run went: the engine, the namespace, the Job.
-fn on_cluster(event: Event, kubernetes: &KubernetesConfig, job: &str) -> Event {
+pub(crate) fn on_cluster(event: Event, kubernetes: &KubernetesConfig, job: &str) -> Event {
     event
         .data("engine", "kubernetes")
         .data("namespace", kubernetes.settings.namespace.as_str())

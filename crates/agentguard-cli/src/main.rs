@@ -5,6 +5,7 @@ mod args;
 mod audit;
 mod classify;
 mod cluster;
+mod cluster_mcp;
 use agentguard_config as config;
 mod doctor;
 mod egress;

@@ -4,7 +4,8 @@
 //! The config is read once, before anything is served (a mistake exits non-zero with the
 //! usual codes); stdout then carries nothing but JSON-RPC: runs never stream, diagnostics go
 //! to stderr, and every engine child has stdin from /dev/null. SIGINT, SIGTERM and the end of
-//! stdin stop every run (its container killed by name) and end the server with 0.
+//! stdin stop every run (its container killed by name) and end the server with 0. With
+//! `engine = "kubernetes"` each call is a Job (`cluster_mcp`), deleted on cancel and stop.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use agentguard_netpin::{DEFAULT_MAX_BYTES, DnsResolver, Fetcher};
 use anyhow::Context;
 
 use crate::args::{McpArgs, ToolsArgs, ToolsFormat};
+use crate::cluster_mcp::ClusterRunner;
 use crate::config::{self, FetchTable, RunConfig};
 use crate::signal::Shutdown;
 use crate::{exit, output};
@@ -86,8 +88,12 @@ fn setup(
 
 pub(crate) fn run(args: &McpArgs) -> anyhow::Result<u8> {
     let config = config::load(&config_path(&args.config))?;
-    config.local_only("agentguard mcp")?;
     let audit = crate::config::runs_log(config.audit.as_ref())?;
+    // On a cluster each call is a Job; the sandbox still checks every call.
+    let cluster = match config.cluster() {
+        Some(cluster) => Some(ClusterRunner::new(&config, cluster, audit.clone())?),
+        None => None,
+    };
     let progress = std::env::var(PROGRESS_ENV)
         .ok()
         .and_then(|ms| ms.parse::<u64>().ok())
@@ -104,6 +110,9 @@ pub(crate) fn run(args: &McpArgs) -> anyhow::Result<u8> {
     let served = runtime.block_on(async {
         let (sandbox, tools, fetcher) = setup(config, audit.clone())?;
         let mut builder = McpServer::builder(sandbox, tools).progress_every(progress);
+        if let Some(cluster) = cluster {
+            builder = builder.runner(Arc::new(cluster));
+        }
         if let Some(n) = args.max_concurrent {
             builder = builder.max_concurrent(usize::from(n));
         }

@@ -118,6 +118,7 @@ pub enum Target {
 
 /// `engine = "kubernetes"`: the checked `[kubernetes]` table, and whether the workspace claim
 /// is mounted read-write (`workspace_mode = "rw"`).
+#[derive(Debug, Clone)]
 pub struct Cluster {
     /// The checked `[kubernetes]` table.
     pub kubernetes: KubernetesConfig,
@@ -139,7 +140,7 @@ impl RunConfig {
     pub fn local_only(&self, what: &str) -> anyhow::Result<()> {
         if self.cluster().is_some() {
             return Err(ConfigError::Invalid(format!(
-                "engine = \"kubernetes\": {what} does not serve a cluster yet; `agentguard run` runs one command there and `agentguard k8s manifests` prints what a run would apply. Nothing was started."
+                "engine = \"kubernetes\": {what} does not serve a cluster yet; `agentguard run` and `agentguard mcp` run commands there and `agentguard k8s manifests` prints what a run would apply. Nothing was started."
             ))
             .into());
         }

@@ -10,12 +10,14 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::runner::Runner;
 use crate::server::{DEFAULT_PROGRESS_EVERY, Inner, McpServer};
 use crate::tools::ToolSet;
 
 /// Builder for [`McpServer`].
 pub struct McpServerBuilder {
-    sandbox: Sandbox,
+    sandbox: Arc<Sandbox>,
+    runner: Option<Arc<dyn Runner>>,
     tools: ToolSet,
     fetcher: Option<Fetcher>,
     max_concurrent: usize,
@@ -28,7 +30,8 @@ impl McpServer {
     /// A server for `sandbox`'s commands as `tools` describes them.
     pub fn builder(sandbox: Sandbox, tools: ToolSet) -> McpServerBuilder {
         McpServerBuilder {
-            sandbox,
+            sandbox: Arc::new(sandbox),
+            runner: None,
             tools,
             fetcher: None,
             max_concurrent: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -43,6 +46,13 @@ impl McpServerBuilder {
     /// The fetcher behind the `fetch` tool (which the tool set must list).
     pub fn fetcher(mut self, fetcher: Fetcher) -> Self {
         self.fetcher = Some(fetcher);
+        self
+    }
+
+    /// Runs the checked calls with `runner` instead of the sandbox itself (which still checks
+    /// each call and names each run).
+    pub fn runner(mut self, runner: Arc<dyn Runner>) -> Self {
+        self.runner = Some(runner);
         self
     }
 
@@ -76,6 +86,9 @@ impl McpServerBuilder {
         Ok(McpServer {
             inner: Arc::new(Inner {
                 check: self.sandbox.executor().spec().check(),
+                runner: self
+                    .runner
+                    .unwrap_or_else(|| Arc::clone(&self.sandbox) as Arc<dyn Runner>),
                 sandbox: self.sandbox,
                 tools: self.tools,
                 fetcher: self.fetcher,

@@ -17,6 +17,7 @@ mod error;
 mod event;
 pub mod present;
 pub mod result;
+mod runner;
 pub mod schema;
 mod serve;
 mod server;
@@ -24,6 +25,7 @@ pub mod tools;
 
 pub use builder::McpServerBuilder;
 pub use error::Error;
+pub use runner::{RunFuture, Runner};
 pub use serve::serve;
 pub use server::{DEFAULT_PROGRESS_EVERY, McpServer};
 pub use tools::{FETCH_TOOL, FetchTool, Format, ToolSet};

@@ -55,13 +55,20 @@ where
         inner: reader,
         eof: stop.clone(),
     };
-    let running = match server
+    // The service's own token, not a child of the stop: cancelled with the stop, rmcp would
+    // give the calls only its 2 s drain to answer, less than deleting a cluster run can take.
+    let service = CancellationToken::new();
+    let starting = server
         .clone()
-        .serve_with_ct((reader, writer), stop.child_token())
-        .await
-    {
+        .serve_with_ct((reader, writer), service.clone());
+    let started = tokio::select! {
+        started = starting => started,
+        // Stopped before the first exchange: a clean end.
+        () = stop.cancelled() => return Ok(()),
+    };
+    let running = match started {
         Ok(running) => running,
-        // The client went away (or we were stopped) before the first exchange: a clean end.
+        // The client went away before the first exchange: a clean end.
         Err(ServerInitializeError::ConnectionClosed(_) | ServerInitializeError::Cancelled) => {
             return Ok(());
         }

@@ -1,6 +1,7 @@
-//! The MCP server: `tools/list` from the [`ToolSet`], `tools/call` through the [`Sandbox`] (or
-//! the fetcher), with a bound on concurrent runs, progress, cancellation that kills the run's
-//! container by name, a stop that ends every run, and an `mcp_call` audit event per call.
+//! The MCP server: `tools/list` from the [`ToolSet`], `tools/call` checked by the [`Sandbox`]
+//! and run by its [`Runner`] (the sandbox itself, or a cluster), or the fetcher, with a bound
+//! on concurrent runs, progress, cancellation that kills the run by name, a stop that ends
+//! every run, and an `mcp_call` audit event per call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::event::{Caller, Concluded};
 use crate::result::{self, Outcome};
+use crate::runner::Runner;
 use crate::tools::{FETCH_TOOL, ToolSet};
 
 /// How often a run with a progress token reports (default).
@@ -37,7 +39,10 @@ pub struct McpServer {
 }
 
 pub(crate) struct Inner {
-    pub(crate) sandbox: Sandbox,
+    /// Checks each call: its command, its arguments, the spec's timeout; names each run.
+    pub(crate) sandbox: Arc<Sandbox>,
+    /// Runs what was checked.
+    pub(crate) runner: Arc<dyn Runner>,
     pub(crate) tools: ToolSet,
     pub(crate) fetcher: Option<Fetcher>,
     pub(crate) check: bool,
@@ -95,7 +100,7 @@ impl Drop for RunGuard {
         if !self.concluded {
             let server = self.server.clone();
             let container = std::mem::take(&mut self.container);
-            tokio::spawn(async move { server.inner.sandbox.kill_by_name(&container).await });
+            tokio::spawn(async move { server.inner.runner.kill(&container).await });
         }
     }
 }
@@ -250,11 +255,11 @@ impl McpServer {
         identity: &RunIdentity,
         meter: &OutputMeter,
         context: &RequestContext<RoleServer>,
-    ) -> Ended<Result<Finished, agentguard_sandbox::Error>> {
+    ) -> Ended<Result<Finished, Outcome>> {
         let inner = &self.inner;
         let name = invocation.command();
         let timeout = inner.sandbox.executor().spec().timeout();
-        let run = inner.sandbox.run_metered(invocation, identity, Some(meter));
+        let run = inner.runner.run(invocation, identity, meter);
         tokio::pin!(run);
         let token = context.meta.get_progress_token();
         let start = tokio::time::Instant::now();
@@ -289,29 +294,22 @@ impl McpServer {
         &self,
         invocation: &Invocation,
         container: &str,
-        ended: Ended<Result<Finished, agentguard_sandbox::Error>>,
+        ended: Ended<Result<Finished, Outcome>>,
     ) -> Outcome {
         let inner = &self.inner;
         let name = invocation.command();
         match ended {
             Ended::Done(Ok(finished)) => result::finished(name, &finished, inner.check),
-            Ended::Done(Err(agentguard_sandbox::Error::Failed(finished))) => {
-                result::finished(name, &finished, inner.check)
-            }
-            Ended::Done(Err(error)) => result::run_error(name, &error),
+            Ended::Done(Err(outcome)) => outcome,
             Ended::Cancelled | Ended::Stopped => {
-                inner.sandbox.kill_by_name(container).await;
+                inner.runner.kill(container).await;
                 // The end of the input also cancels every request: that is the stop.
                 let (reason, why) = if inner.stop.is_cancelled() {
                     ("shutting_down", "the server is shutting down")
                 } else {
                     ("cancelled", "the client cancelled the call")
                 };
-                match inner
-                    .sandbox
-                    .executor()
-                    .record_stopped(name, container, reason, None)
-                {
+                match inner.runner.record_stopped(name, container, reason) {
                     Ok(()) => result::refused(
                         name,
                         Decision::Error,
@@ -324,8 +322,7 @@ impl McpServer {
                         Decision::Error,
                         "audit_failed",
                         &format!(
-                            "{why}; container {container} was killed and removed, but its audit event could not be recorded ({})",
-                            error_chain(&error)
+                            "{why}; container {container} was killed and removed, but its audit event could not be recorded ({error})"
                         ),
                         false,
                     ),

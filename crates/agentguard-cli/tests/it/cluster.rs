@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::stderr;
 
-fn config(dir: &Path, timeout: u32) -> String {
+pub(crate) fn config(dir: &Path, timeout: u32) -> String {
     let audit = dir.join("audit.jsonl");
     let text = format!(
         r#"image = "localhost/tools@sha256:{}"
@@ -69,7 +69,7 @@ fn audit(dir: &Path) -> Vec<Value> {
 }
 
 /// The only Job in the namespace, once there is one.
-fn the_job(cluster: &KmockCluster) -> String {
+pub(crate) fn the_job(cluster: &KmockCluster) -> String {
     agentguard_test_support::eventually_blocking(
         "a Job is created",
         Duration::from_secs(30),
@@ -287,7 +287,7 @@ impl std::io::Write for Kept {
 
 /// What the run's proxy writes on its log, by the real writer, for a run kmock names
 /// (`@RUN@`): one allowed and one denied connect, then its end line.
-fn proxy_lines() -> Vec<String> {
+pub(crate) fn proxy_lines() -> Vec<String> {
     let kept = Kept::default();
     let sink = StreamSink::new(kept.clone(), "@RUN@");
     let client = "10.1.2.3:40000";

@@ -1,7 +1,7 @@
 //! `engine = "kubernetes"` in the CLI: `agentguard k8s manifests` prints the objects as YAML
 //! documents (the compiler's goldens are in agentguard-k8s; CI validates them with
 //! kubernetes-validate and checkov), names the weakened defaults and whether they are
-//! accepted, and refuses what cannot be mapped; a cluster config never runs locally.
+//! accepted, and refuses what cannot be mapped.
 
 use std::path::Path;
 
@@ -126,19 +126,6 @@ fn what_a_cluster_cannot_do_is_refused_with_the_key_to_set() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("only read with engine = \"kubernetes\""),
-        "{}",
-        stderr(&out)
-    );
-}
-
-#[test]
-fn a_cluster_config_never_runs_on_the_local_engine() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), BASE);
-    let out = agentguard(&["mcp", "--config", &cfg]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("Nothing was started"),
         "{}",
         stderr(&out)
     );

@@ -10,6 +10,7 @@ mod fetch;
 mod hardening;
 mod k8s;
 mod mcp;
+mod mcp_cluster;
 mod params;
 mod routes;
 mod run;

@@ -26,16 +26,22 @@ fn config(dir: &Path, engine: &FakeEngine) -> PathBuf {
     path
 }
 
-struct Server {
-    child: Child,
+pub(crate) struct Server {
+    pub(crate) child: Child,
     lines: BufReader<ChildStdout>,
 }
 
 impl Server {
     fn start(config: &Path) -> Server {
+        Server::start_with(config, &[])
+    }
+
+    /// The server of `config`, with the environment variables `envs` besides.
+    pub(crate) fn start_with(config: &Path, envs: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentguard"))
             .args(["mcp", "--config"])
             .arg(config)
+            .envs(envs.iter().copied())
             .env("AGENTGUARD_MCP_PROGRESS_MS", "100")
             .env_remove("AGENTGUARD_LOG")
             .stdin(Stdio::piped())
@@ -47,14 +53,14 @@ impl Server {
         Server { child, lines }
     }
 
-    fn send(&mut self, message: &Value) {
+    pub(crate) fn send(&mut self, message: &Value) {
         let stdin = self.child.stdin.as_mut().unwrap();
         writeln!(stdin, "{message}").unwrap();
         stdin.flush().unwrap();
     }
 
     /// The next stdout line, which must be one JSON-RPC message.
-    fn next(&mut self) -> Value {
+    pub(crate) fn next(&mut self) -> Value {
         let mut line = String::new();
         self.lines.read_line(&mut line).unwrap();
         let value: Value = serde_json::from_str(&line)
@@ -64,7 +70,7 @@ impl Server {
     }
 
     /// Sends a request and returns its response, and the notifications that came first.
-    fn request(&mut self, message: Value) -> (Value, Vec<Value>) {
+    pub(crate) fn request(&mut self, message: Value) -> (Value, Vec<Value>) {
         let id = message["id"].clone();
         self.send(&message);
         let mut notes = Vec::new();
@@ -318,13 +324,13 @@ fn tools_prints_the_same_definitions_in_each_format() {
 }
 
 /// An `initialize` whose client name and version are `name` and `version`.
-fn initialize(server: &mut Server, name: &str, version: &str) {
+pub(crate) fn initialize(server: &mut Server, name: &str, version: &str) {
     server.request(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": name, "version": version}}}));
     server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
 }
 
 /// The audit log's records of `kind`, after checking that the log verifies.
-fn audited(dir: &Path, kind: &str) -> Vec<Value> {
+pub(crate) fn audited(dir: &Path, kind: &str) -> Vec<Value> {
     let path = dir.join("audit.jsonl");
     let verify = agentguard(&["audit", "verify", path.to_str().unwrap()]);
     assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
