@@ -198,6 +198,11 @@ pub(crate) struct EgressProxyArgs {
     /// The run the decisions belong to (their subject `run`), with --audit-stdout.
     #[arg(long, value_name = "ID", requires = "audit_stdout")]
     pub(crate) run: Option<String>,
+    /// Serve a credential route: `{"name", "secret_file", "route": TABLE}`, TABLE as a
+    /// `[routes.NAME]` table; repeatable. With a route, --allow may be left out (CONNECT then
+    /// reaches nothing). How a cluster's proxy pod is given its routes.
+    #[arg(long, value_name = "JSON")]
+    pub(crate) route: Vec<String>,
     /// Maximum concurrent connections (default: what the descriptor limit affords).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub(crate) max_connections: Option<u64>,

@@ -22,12 +22,24 @@ use crate::exit::{self, Exit};
 use crate::signal::Shutdown;
 
 pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
-    let policy = args.net.policy()?;
+    let routes = args
+        .route
+        .iter()
+        .map(|text| agentguard_config::proxy_route(text).map_err(Exit::usage))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Routes only: CONNECT reaches nothing.
+    let policy = match (args.net.allow.is_empty(), routes.is_empty()) {
+        (true, false) => None,
+        _ => Some(args.net.policy()?),
+    };
     let ip: IpAddr = args
         .bind
         .parse()
         .map_err(|_| Exit::usage(format!("--bind {:?} is not an IP address", args.bind)))?;
     let mut builder = builder(args, policy, ip);
+    for route in routes {
+        builder = builder.route(Arc::new(route));
+    }
     // The proxy's decisions are frequent and on the hot path: flush durability (docs/audit.md).
     let log = match &args.audit {
         Some(path) => Some(Arc::new(crate::config::open_log(
@@ -91,12 +103,13 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
 /// The proxy as its flags configure it, before its audit sinks and resolver.
 fn builder(
     args: &EgressProxyArgs,
-    policy: agentguard_policy::TargetPolicy,
+    policy: Option<agentguard_policy::TargetPolicy>,
     ip: IpAddr,
 ) -> EgressProxyBuilder {
-    let mut builder = EgressProxy::builder()
-        .policy(policy)
-        .bind(SocketAddr::new(ip, args.port));
+    let mut builder = EgressProxy::builder().bind(SocketAddr::new(ip, args.port));
+    if let Some(policy) = policy {
+        builder = builder.policy(policy);
+    }
     if let Some(n) = args.max_connections {
         builder = builder.max_connections(usize::try_from(n).unwrap_or(usize::MAX));
     }

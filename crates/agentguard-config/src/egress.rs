@@ -228,6 +228,11 @@ impl Commands {
             return Ok(agentguard_k8s::RunNetwork::None);
         }
         let hosts = self.egress_allow.get(name).unwrap_or(&self.egress.allow);
+        let granted = self.command_routes.get(name).map_or(&[][..], Vec::as_slice);
+        let routes = self
+            .routes
+            .k8s_grants(granted)
+            .map_err(super::ConfigError::Invalid)?;
         Ok(agentguard_k8s::RunNetwork::Egress(
             agentguard_k8s::EgressPlan {
                 hosts: hosts.clone(),
@@ -238,6 +243,7 @@ impl Commands {
                     .proxy_port
                     .unwrap_or(agentguard_sandbox::DEFAULT_PROXY_PORT),
                 proxy_address: None,
+                routes,
             },
         ))
     }
@@ -324,11 +330,7 @@ pub(crate) fn commands(
         &file.environment,
         resolve,
     )?;
-    if on_cluster && !routes.is_empty() {
-        return Err(
-            "[routes] are not served on Kubernetes yet: a cluster run's proxy pod cannot hold the secret; run the command on a local engine, or remove the routes".into(),
-        );
-    }
+    routes.check_target(on_cluster)?;
     Commands::from_file(
         file.network.as_deref(),
         &file.commands,

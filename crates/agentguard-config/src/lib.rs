@@ -16,6 +16,7 @@ use agentguard_container::{ContainerSpec, ContainerSpecBuilder, Engine, Workspac
 use serde::Deserialize;
 
 mod audit_log;
+mod cluster_routes;
 mod egress;
 mod error;
 mod kubernetes;
@@ -24,6 +25,7 @@ mod routes;
 mod workspace;
 
 pub use audit_log::{key_from_env, open_log, runs_log};
+pub use cluster_routes::proxy_route;
 pub use egress::{
     CommandEntry, Commands, EgressTable, FetchTable, RELAY_ENV, RUN_DIR_ENV, check_ports,
     policy_from, runs_dir,

@@ -10,41 +10,52 @@ use std::path::{Path, PathBuf};
 use agentguard_container::PROXY_VARIABLES;
 use agentguard_egress::{Credential, Route, Secret};
 use agentguard_policy::parse_cidr;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-/// One `[secrets]` entry: `{ env = "VAR" }` or `{ file = "path" }`.
-#[derive(Debug, Clone, Deserialize)]
+/// One `[secrets]` entry: `{ env = "VAR" }`, `{ file = "path" }`, or on a cluster
+/// `{ k8s_secret = "NAME/KEY" }`.
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SecretSource {
-    env: Option<String>,
-    file: Option<PathBuf>,
+    pub(crate) env: Option<String>,
+    pub(crate) file: Option<PathBuf>,
+    pub(crate) k8s_secret: Option<String>,
+    /// A file the kubelet mounted (group-readable by design): no permission warning.
+    #[serde(skip)]
+    pub(crate) mounted: bool,
 }
 
 /// One `[routes.NAME]` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteTable {
-    upstream: String,
-    secret: String,
+    pub(crate) upstream: String,
+    pub(crate) secret: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     header: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     value: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     scheme: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     user: Option<String>,
     #[serde(default)]
     methods: Vec<String>,
     #[serde(default)]
     paths: Vec<String>,
-    env: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) env: Option<String>,
     #[serde(default)]
-    allow_cidrs: Vec<String>,
-    ca_file: Option<PathBuf>,
+    pub(crate) allow_cidrs: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) ca_file: Option<PathBuf>,
 }
 
 /// The secrets and routes of a config, shapes checked.
 #[derive(Debug, Default, Clone)]
 pub struct Routes {
-    secrets: BTreeMap<String, SecretSource>,
-    routes: BTreeMap<String, RouteTable>,
+    pub(crate) secrets: BTreeMap<String, SecretSource>,
+    pub(crate) routes: BTreeMap<String, RouteTable>,
 }
 
 /// How a secret stands, for `agentguard doctor`: (name, where it comes from, the problem).
@@ -62,12 +73,16 @@ impl Routes {
     ) -> Result<Routes, String> {
         let mut out = Routes::default();
         for (name, mut source) in secrets {
-            match (&source.env, &source.file) {
-                (Some(var), None) if !var.is_empty() => {}
-                (None, Some(file)) => source.file = Some(resolve(file)),
+            match (&source.env, &source.file, &source.k8s_secret) {
+                (Some(var), None, None) if !var.is_empty() => {}
+                (None, Some(file), None) => source.file = Some(resolve(file)),
+                (None, None, Some(reference)) => {
+                    split_reference(reference)
+                        .map_err(|why| format!("secrets.{name}.k8s_secret: {why}"))?;
+                }
                 _ => {
                     return Err(format!(
-                        "secrets.{name}: give exactly one of `env = \"VARIABLE\"` or `file = \"PATH\"`"
+                        "secrets.{name}: give exactly one of `env = \"VARIABLE\"`, `file = \"PATH\"` or (on Kubernetes) `k8s_secret = \"NAME/KEY\"`"
                     ));
                 }
             }
@@ -170,12 +185,15 @@ impl Routes {
             .secrets
             .get(name)
             .ok_or_else(|| format!("no secret named {name:?} in [secrets]"))?;
-        let text = match (&source.env, &source.file) {
-            (Some(var), _) => std::env::var(var).map_err(|_| {
+        let text = match (&source.env, &source.file, &source.k8s_secret) {
+            (Some(var), _, _) => std::env::var(var).map_err(|_| {
                 format!("secret {name:?}: the variable {var} is not set (or not UTF-8) in agentguard's environment; set it, or change [secrets] {name}")
             })?,
-            (None, Some(file)) => read_first_line(name, file)?,
-            (None, None) => return Err(format!("secret {name:?} has no source")),
+            (None, Some(file), _) => read_first_line(name, file, !source.mounted)?,
+            // Held by the cluster and read only by the proxy pod: the sandbox built here for
+            // a cluster config checks calls and never runs one, so it holds the reference.
+            (None, None, Some(reference)) => format!("k8s_secret:{reference}"),
+            (None, None, None) => return Err(format!("secret {name:?} has no source")),
         };
         Secret::new(&text).map_err(|why| {
             format!(
@@ -187,15 +205,19 @@ impl Routes {
 }
 
 fn describe(source: &SecretSource) -> String {
-    match (&source.env, &source.file) {
-        (Some(var), _) => format!("the variable {var}"),
-        (None, Some(file)) => format!("the file {}", file.display()),
-        (None, None) => "nothing".into(),
+    match (&source.env, &source.file, &source.k8s_secret) {
+        (Some(var), _, _) => format!("the variable {var}"),
+        (None, Some(file), _) => format!("the file {}", file.display()),
+        (None, None, Some(reference)) => {
+            format!("the Kubernetes Secret {reference} (read by the proxy pod, not here)")
+        }
+        (None, None, None) => "nothing".into(),
     }
 }
 
-/// The first line of a secret file; a file that group or others may read is a warning.
-fn read_first_line(name: &str, file: &Path) -> Result<String, String> {
+/// The first line of a secret file; a file that group or others may read is a warning
+/// (when `warn`).
+fn read_first_line(name: &str, file: &Path, warn: bool) -> Result<String, String> {
     let text = std::fs::read_to_string(file).map_err(|e| {
         format!(
             "secret {name:?}: cannot read the file {}: {e}",
@@ -203,6 +225,7 @@ fn read_first_line(name: &str, file: &Path) -> Result<String, String> {
         )
     })?;
     if let Ok(meta) = std::fs::metadata(file)
+        && warn
         && meta.permissions().mode() & 0o044 != 0
     {
         tracing::warn!(
@@ -215,7 +238,7 @@ fn read_first_line(name: &str, file: &Path) -> Result<String, String> {
 }
 
 /// The credential of a route: `header` + `value`, or `scheme = "basic"` + `user`.
-fn credential(route: &RouteTable) -> Result<Credential, String> {
+pub(crate) fn credential(route: &RouteTable) -> Result<Credential, String> {
     match (&route.header, &route.value, route.scheme.as_deref(), &route.user) {
         (Some(header), Some(value), None, None) => Ok(Credential::Header {
             name: header.clone(),
@@ -254,4 +277,44 @@ fn check_variable(var: &str, environment: &BTreeMap<String, String>) -> Result<(
         ));
     }
     Ok(())
+}
+
+/// The longest Secret name Kubernetes accepts (a DNS subdomain) and the longest key.
+const MAX_NAME: usize = 253;
+
+/// `NAME/KEY` of a Kubernetes Secret: NAME a DNS subdomain, KEY a Secret key.
+pub(crate) fn split_reference(reference: &str) -> Result<(&str, &str), String> {
+    let Some((name, key)) = reference.split_once('/') else {
+        return Err(format!(
+            "{reference:?} is not NAME/KEY (the Secret's name, a slash, the key holding the value)"
+        ));
+    };
+    let subdomain = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if !subdomain {
+        return Err(format!(
+            "{name:?} is not a Secret name (lower-case letters, digits, `-` and `.`, at most 253)"
+        ));
+    }
+    let key_ok = !key.is_empty()
+        && key.len() <= MAX_NAME
+        && key != "."
+        && key != ".."
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if !key_ok {
+        return Err(format!(
+            "{key:?} is not a Secret key (letters, digits, `-`, `_` and `.`)"
+        ));
+    }
+    Ok((name, key))
 }

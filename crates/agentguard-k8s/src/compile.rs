@@ -16,14 +16,22 @@
 use std::net::IpAddr;
 
 use agentguard_container::ContainerSpec;
-
-use serde_json::{Value, json};
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, EnvVar, PersistentVolumeClaimVolumeSource, PodDNSConfig,
+    PodTemplateSpec, Volume, VolumeMount,
+};
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::error::{Error, Result};
 use crate::model::{
     CONTAINER, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, Manifests, PROXY_ADDRESS_PLACEHOLDER,
-    RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened, pull_policy, restricted_container,
-    restricted_pod, run_labels,
+    RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened, labels, policy_port, pull_policy,
+    resources, restricted_container, restricted_pod, run_meta, selector, to_json,
 };
 use crate::settings::K8sSettings;
 
@@ -31,7 +39,6 @@ use crate::settings::K8sSettings;
 pub fn compile(request: &RunRequest<'_>, settings: &K8sSettings) -> Result<Manifests> {
     crate::settings::dns_label("run id", request.run_id)?;
     let spec = request.spec;
-    let argv = request.invocation.argv();
     if spec.workspace().is_some() {
         return Err(Error::Invalid {
             field: "workspace",
@@ -42,61 +49,88 @@ pub fn compile(request: &RunRequest<'_>, settings: &K8sSettings) -> Result<Manif
             why: "a host folder cannot be mounted on a cluster's node; remove `workspace` and set [kubernetes] workspace_claim to a PersistentVolumeClaim".into(),
         });
     }
-    let mut pod = restricted_pod(spec.user().uid, spec.user().gid);
-    pod.insert("restartPolicy".into(), json!("Never"));
-    pod.insert("shareProcessNamespace".into(), json!(true));
-    pod.insert("terminationGracePeriodSeconds".into(), json!(5));
+    let mut pod = restricted_pod(spec.user());
+    pod.restart_policy = Some("Never".into());
+    pod.share_process_namespace = Some(true);
+    pod.termination_grace_period_seconds = Some(5);
     // No DNS: a name can only be resolved by the egress proxy.
-    pod.insert("dnsPolicy".into(), json!("None"));
-    pod.insert("dnsConfig".into(), json!({"nameservers": ["127.0.0.1"]}));
-    if let Some(class) = runtime_class(spec, settings)? {
-        pod.insert("runtimeClassName".into(), json!(class));
-    }
-    let env = environment(spec, &request.network);
-    let memory = spec.memory().bytes().to_string();
-    let cpu = format!("{}m", spec.cpus().millicores());
-    let resources = json!({"cpu": cpu, "memory": memory});
-    let mut mounts = vec![json!({"name": "tmp", "mountPath": "/tmp"})];
-    let mut volumes = vec![
-        json!({"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": spec.tmpfs_size().bytes().to_string()}}),
-    ];
-    if let Some(claim) = &settings.workspace_claim {
-        let ro = !request.workspace_rw;
-        mounts.push(json!({"name": "workspace", "mountPath": agentguard_container::WORKSPACE_TARGET, "readOnly": ro}));
-        volumes.push(json!({"name": "workspace", "persistentVolumeClaim": {"claimName": claim, "readOnly": ro}}));
-    }
-    let pull = pull_policy(spec.image());
-    let mut container = json!({
-        "name": CONTAINER,
-        "image": spec.image(),
-        "imagePullPolicy": pull,
-        "command": argv,
-        "env": env,
-        "resources": {"requests": resources, "limits": resources},
-        "securityContext": restricted_container(),
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "volumeMounts": mounts,
+    pod.dns_policy = Some("None".into());
+    pod.dns_config = Some(PodDNSConfig {
+        nameservers: Some(vec!["127.0.0.1".into()]),
+        ..PodDNSConfig::default()
     });
-    if settings.workspace_claim.is_some() {
-        container["workingDir"] = json!(agentguard_container::WORKSPACE_TARGET);
-    }
-    pod.insert("containers".into(), json!([container]));
-    pod.insert("volumes".into(), json!(volumes));
+    pod.runtime_class_name = runtime_class(spec, settings)?;
+    let (mounts, volumes) = sandbox_volumes(request, settings);
+    pod.containers = vec![Container {
+        name: CONTAINER.into(),
+        image: Some(spec.image().to_owned()),
+        image_pull_policy: Some(pull_policy(spec.image()).into()),
+        command: Some(request.invocation.argv().to_vec()),
+        env: Some(environment(spec, &request.network)),
+        resources: Some(resources(
+            &format!("{}m", spec.cpus().millicores()),
+            &spec.memory().bytes().to_string(),
+        )),
+        security_context: Some(restricted_container()),
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        volume_mounts: Some(mounts),
+        working_dir: settings
+            .workspace_claim
+            .as_ref()
+            .map(|_| agentguard_container::WORKSPACE_TARGET.to_owned()),
+        ..Container::default()
+    }];
+    pod.volumes = Some(volumes);
     let weakened = vec![Weakened::TmpNoexec, Weakened::Pids];
-    let job = job(request, settings, Value::Object(pod), &weakened);
-    let network_policy = sandbox_policy(request, settings);
+    let job = job(request, settings, pod, &weakened);
     let proxy = match &request.network {
         RunNetwork::Egress(plan) => Some(crate::proxy::objects(request, settings, plan)?),
         RunNetwork::None => None,
     };
-    let manifests = Manifests {
-        job,
-        network_policy,
+    Ok(Manifests {
+        job: to_json("Job", &job)?,
+        network_policy: to_json("NetworkPolicy", &sandbox_policy(request, settings))?,
         proxy,
         weakened,
-    };
-    crate::schema::check(&manifests)?;
-    Ok(manifests)
+    })
+}
+
+/// `/tmp` as a size-limited memory emptyDir, and the workspace claim when there is one.
+fn sandbox_volumes(
+    request: &RunRequest<'_>,
+    settings: &K8sSettings,
+) -> (Vec<VolumeMount>, Vec<Volume>) {
+    let mut mounts = vec![VolumeMount {
+        name: "tmp".into(),
+        mount_path: "/tmp".into(),
+        ..VolumeMount::default()
+    }];
+    let mut volumes = vec![Volume {
+        name: "tmp".into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: Some("Memory".into()),
+            size_limit: Some(Quantity(request.spec.tmpfs_size().bytes().to_string())),
+        }),
+        ..Volume::default()
+    }];
+    if let Some(claim) = &settings.workspace_claim {
+        let read_only = Some(!request.workspace_rw);
+        mounts.push(VolumeMount {
+            name: "workspace".into(),
+            mount_path: agentguard_container::WORKSPACE_TARGET.into(),
+            read_only,
+            ..VolumeMount::default()
+        });
+        volumes.push(Volume {
+            name: "workspace".into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.clone(),
+                read_only,
+            }),
+            ..Volume::default()
+        });
+    }
+    (mounts, volumes)
 }
 
 /// The RuntimeClass of the spec's runtime: runsc through `[kubernetes] runtime_class`, runc
@@ -121,11 +155,16 @@ fn runtime_class(spec: &ContainerSpec, settings: &K8sSettings) -> Result<Option<
 
 /// The configured environment, and for egress the proxy variables pointing at the run's proxy
 /// (by its ClusterIP: the sandbox has no DNS).
-fn environment(spec: &ContainerSpec, network: &RunNetwork) -> Vec<Value> {
-    let mut env: Vec<Value> = spec
+fn environment(spec: &ContainerSpec, network: &RunNetwork) -> Vec<EnvVar> {
+    let var = |name: &str, value: String| EnvVar {
+        name: name.to_owned(),
+        value: Some(value),
+        value_from: None,
+    };
+    let mut env: Vec<EnvVar> = spec
         .environment()
         .iter()
-        .map(|(k, v)| json!({"name": k, "value": v}))
+        .map(|(k, v)| var(k, v.clone()))
         .collect();
     if let RunNetwork::Egress(plan) = network {
         let host = plan.proxy_address.map_or_else(
@@ -136,8 +175,19 @@ fn environment(spec: &ContainerSpec, network: &RunNetwork) -> Vec<Value> {
             },
         );
         let url = format!("http://{host}:{}", plan.proxy_port);
+        let routes = !plan.routes.is_empty();
         for (key, value) in agentguard_container::proxy_environment(&url, false) {
-            env.push(json!({"name": key, "value": value}));
+            // A route is reached directly (origin-form), never through the proxy variables.
+            let value = match (routes, key.eq_ignore_ascii_case("no_proxy")) {
+                (true, true) => host.clone(),
+                _ => value,
+            };
+            env.push(var(key, value));
+        }
+        for route in &plan.routes {
+            if let Some(variable) = &route.env {
+                env.push(var(variable, format!("{url}/{}", route.name)));
+            }
         }
     }
     env
@@ -146,57 +196,60 @@ fn environment(spec: &ContainerSpec, network: &RunNetwork) -> Vec<Value> {
 fn job(
     request: &RunRequest<'_>,
     settings: &K8sSettings,
-    pod: Value,
+    pod: k8s_openapi::api::core::v1::PodSpec,
     weakened: &[Weakened],
-) -> Value {
+) -> Job {
     let names: Vec<&str> = weakened.iter().map(|w| w.name()).collect();
     let timeout = i64::try_from(request.spec.timeout().as_secs()).unwrap_or(i64::MAX);
-    json!({
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": request.run_id,
-            "namespace": settings.namespace,
-            "labels": run_labels(request),
-            "annotations": {
-                "agentguard.dev/command": request.invocation.command(),
-                "agentguard.dev/weakened": names.join(","),
+    let mut metadata = run_meta(request, &settings.namespace, request.run_id);
+    metadata.annotations = Some(labels([
+        ("agentguard.dev/command", request.invocation.command()),
+        ("agentguard.dev/weakened", names.join(",").as_str()),
+    ]));
+    Job {
+        metadata,
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            active_deadline_seconds: Some(timeout.max(1)),
+            ttl_seconds_after_finished: Some(TTL_AFTER_FINISHED),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels([
+                        (LABEL_RUN, request.run_id),
+                        (LABEL_ROLE, "sandbox"),
+                    ])),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod),
             },
-        },
-        "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": timeout.max(1),
-            "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
-            "template": {
-                "metadata": {"labels": {LABEL_RUN: request.run_id, LABEL_ROLE: "sandbox"}},
-                "spec": pod,
-            },
-        },
-    })
+            ..JobSpec::default()
+        }),
+        status: None,
+    }
 }
 
 /// Deny all for `none`; for `egress`, only the run's proxy pod on its port.
-fn sandbox_policy(request: &RunRequest<'_>, settings: &K8sSettings) -> Value {
+fn sandbox_policy(request: &RunRequest<'_>, settings: &K8sSettings) -> NetworkPolicy {
     let egress = match &request.network {
-        RunNetwork::None => json!([]),
-        RunNetwork::Egress(plan) => json!([{
-            "to": [{"podSelector": {"matchLabels": {LABEL_PROXY: request.run_id}}}],
-            "ports": [{"protocol": "TCP", "port": plan.proxy_port}],
-        }]),
+        RunNetwork::None => vec![],
+        RunNetwork::Egress(plan) => vec![NetworkPolicyEgressRule {
+            to: Some(vec![NetworkPolicyPeer {
+                pod_selector: Some(selector([(LABEL_PROXY, request.run_id)])),
+                ..NetworkPolicyPeer::default()
+            }]),
+            ports: Some(vec![policy_port("TCP", plan.proxy_port)]),
+        }],
     };
-    json!({
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {
-            "name": request.run_id,
-            "namespace": settings.namespace,
-            "labels": run_labels(request),
-        },
-        "spec": {
-            "podSelector": {"matchLabels": {LABEL_RUN: request.run_id, LABEL_ROLE: "sandbox"}},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [],
-            "egress": egress,
-        },
-    })
+    NetworkPolicy {
+        metadata: run_meta(request, &settings.namespace, request.run_id),
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(selector([
+                (LABEL_RUN, request.run_id),
+                (LABEL_ROLE, "sandbox"),
+            ])),
+            policy_types: Some(vec!["Ingress".into(), "Egress".into()]),
+            ingress: Some(vec![]),
+            egress: Some(egress),
+        }),
+    }
 }

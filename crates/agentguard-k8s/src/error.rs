@@ -21,12 +21,12 @@ pub enum Error {
     /// to weaken.
     #[error("{0}")]
     Unsupported(String),
-    /// A generated object has a field the API does not know (a bug in the compiler).
-    #[error("generated {kind} has fields the Kubernetes API does not know: {fields}")]
-    Schema {
+    /// A generated object could not be written as JSON (a bug in the compiler).
+    #[error("generated {kind} could not be written: {why}")]
+    Serialize {
         /// The object kind.
         kind: &'static str,
-        /// The unknown field paths.
-        fields: String,
+        /// Why.
+        why: String,
     },
 }

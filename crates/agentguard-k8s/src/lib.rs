@@ -13,7 +13,6 @@ mod compile;
 mod error;
 mod model;
 mod proxy;
-mod schema;
 mod settings;
 pub mod yaml;
 
@@ -21,9 +20,9 @@ pub use compile::compile;
 pub use error::{Error, Result};
 pub use model::{
     CONTAINER, EgressPlan, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, Manifests,
-    PROXY_ADDRESS_PLACEHOLDER, RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened,
+    PROXY_ADDRESS_PLACEHOLDER, RouteGrant, RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened,
 };
-pub use proxy::proxy_name;
+pub use proxy::{SECRETS_DIR, proxy_name};
 pub use settings::{K8sSettings, dns_label};
 
 #[cfg(test)]

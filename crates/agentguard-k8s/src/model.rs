@@ -4,9 +4,19 @@
 
 use std::net::IpAddr;
 
-use agentguard_container::{ContainerSpec, ImagePin};
+use std::collections::BTreeMap;
+
+use agentguard_container::{ContainerSpec, ImagePin, UserIds};
 use agentguard_policy::Invocation;
-use serde_json::{Value, json};
+use k8s_openapi::api::core::v1::{
+    Capabilities, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
+    SecurityContext,
+};
+use k8s_openapi::api::networking::v1::NetworkPolicyPort;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::Value;
 
 /// The label every object of a run carries, with the run's id.
 pub const LABEL_RUN: &str = "agentguard.dev/run";
@@ -20,7 +30,7 @@ pub const CONTAINER: &str = "run";
 /// creates the Service first and puts its address here.
 pub const PROXY_ADDRESS_PLACEHOLDER: &str = "PROXY_CLUSTER_IP";
 /// How long a finished Job stays for a last look when the executor could not delete it.
-pub const TTL_AFTER_FINISHED: i64 = 300;
+pub const TTL_AFTER_FINISHED: i32 = 300;
 
 /// A seed default that no Pod field can keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +88,29 @@ pub struct EgressPlan {
     pub proxy_port: u16,
     /// The proxy Service's ClusterIP, once known (the executor's second step).
     pub proxy_address: Option<IpAddr>,
+    /// The credential routes the command is granted, served by the proxy pod.
+    pub routes: Vec<RouteGrant>,
+}
+
+/// A credential route on the cluster: its secret is a Kubernetes Secret mounted into the
+/// proxy pod only; the sandbox gets the route's URL and nothing of the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteGrant {
+    /// The route's name (a path segment: `http://PROXY:PORT/NAME/...`).
+    pub name: String,
+    /// The sandbox variable that holds the route's URL, if any.
+    pub env: Option<String>,
+    /// The Secret's name in the run's namespace.
+    pub secret_name: String,
+    /// The key of the Secret whose value is the credential.
+    pub secret_key: String,
+    /// The upstream's port, which the proxy's NetworkPolicy allows out.
+    pub upstream_port: u16,
+    /// Ranges the route may reach although not public (its `allow_cidrs`).
+    pub cidrs: Vec<String>,
+    /// The route's table as the proxy reads it back (`agentguard egress-proxy --route`),
+    /// without its secret.
+    pub table: serde_json::Value,
 }
 
 /// One run to compile.
@@ -135,46 +168,114 @@ pub(crate) fn pull_policy(image: &str) -> &'static str {
 }
 
 /// The restricted security context of every container agentguard starts.
-pub(crate) fn restricted_container() -> Value {
-    json!({
-        "allowPrivilegeEscalation": false,
-        "readOnlyRootFilesystem": true,
-        "privileged": false,
-        "runAsNonRoot": true,
-        "capabilities": {"drop": ["ALL"]},
-        "procMount": "Default",
-        "seccompProfile": {"type": "RuntimeDefault"},
-    })
+pub(crate) fn restricted_container() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        privileged: Some(false),
+        run_as_non_root: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            add: None,
+        }),
+        proc_mount: Some("Default".into()),
+        seccomp_profile: Some(runtime_default()),
+        ..SecurityContext::default()
+    }
 }
 
-/// The pod-level settings every pod agentguard starts shares.
-pub(crate) fn restricted_pod(uid: u32, gid: u32) -> serde_json::Map<String, Value> {
-    let base = json!({
-        "automountServiceAccountToken": false,
-        "enableServiceLinks": false,
-        "hostNetwork": false,
-        "hostPID": false,
-        "hostIPC": false,
-        "securityContext": {
-            "runAsUser": uid,
-            "runAsGroup": gid,
-            "runAsNonRoot": true,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-    });
-    match base {
-        Value::Object(map) => map,
-        _ => unreachable!("a JSON object literal"),
+fn runtime_default() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".into(),
+        localhost_profile: None,
     }
+}
+
+/// The pod-level settings every pod agentguard starts shares, running as `user`.
+pub(crate) fn restricted_pod(user: UserIds) -> PodSpec {
+    PodSpec {
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        host_network: Some(false),
+        host_pid: Some(false),
+        host_ipc: Some(false),
+        security_context: Some(PodSecurityContext {
+            run_as_user: Some(i64::from(user.uid)),
+            run_as_group: Some(i64::from(user.gid)),
+            run_as_non_root: Some(true),
+            seccomp_profile: Some(runtime_default()),
+            ..PodSecurityContext::default()
+        }),
+        ..PodSpec::default()
+    }
+}
+
+/// Labels from pairs.
+pub(crate) fn labels<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeMap<String, String> {
+    pairs
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
 }
 
 /// The labels of every object of the run.
-pub(crate) fn run_labels(request: &RunRequest<'_>) -> Value {
-    let mut labels = serde_json::Map::new();
-    labels.insert("app.kubernetes.io/managed-by".into(), json!("agentguard"));
-    labels.insert(LABEL_RUN.into(), json!(request.run_id));
+pub(crate) fn run_labels(request: &RunRequest<'_>) -> BTreeMap<String, String> {
+    let mut out = labels([
+        ("app.kubernetes.io/managed-by", "agentguard"),
+        (LABEL_RUN, request.run_id),
+    ]);
     for (key, value) in request.labels {
-        labels.insert(key.clone(), json!(value));
+        out.insert(key.clone(), value.clone());
     }
-    Value::Object(labels)
+    out
+}
+
+/// The metadata of an object of the run named `name`.
+pub(crate) fn run_meta(request: &RunRequest<'_>, namespace: &str, name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        labels: Some(run_labels(request)),
+        ..ObjectMeta::default()
+    }
+}
+
+/// A selector of exactly these labels.
+pub(crate) fn selector<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels(pairs)),
+        match_expressions: None,
+    }
+}
+
+/// A TCP port (or, with `protocol`, another) of a NetworkPolicy rule.
+pub(crate) fn policy_port(protocol: &str, port: u16) -> NetworkPolicyPort {
+    NetworkPolicyPort {
+        protocol: Some(protocol.to_owned()),
+        port: Some(IntOrString::Int(i32::from(port))),
+        end_port: None,
+    }
+}
+
+/// Requests = limits of `cpu` and `memory`.
+pub(crate) fn resources(cpu: &str, memory: &str) -> ResourceRequirements {
+    let both = BTreeMap::from([
+        ("cpu".to_owned(), Quantity(cpu.to_owned())),
+        ("memory".to_owned(), Quantity(memory.to_owned())),
+    ]);
+    ResourceRequirements {
+        requests: Some(both.clone()),
+        limits: Some(both),
+        claims: None,
+    }
+}
+
+/// `value` as the JSON the API takes.
+pub(crate) fn to_json<T: serde::Serialize>(kind: &'static str, value: &T) -> crate::Result<Value> {
+    serde_json::to_value(value).map_err(|e| crate::Error::Serialize {
+        kind,
+        why: e.to_string(),
+    })
 }

@@ -7,15 +7,28 @@
 
 use agentguard_container::UserIds;
 use agentguard_policy::{IpNet, special_networks};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, KeyToPath, PodTemplateSpec, Probe, SecretVolumeSource, Service,
+    ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount,
+};
+use k8s_openapi::api::networking::v1::{
+    IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
+    NetworkPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    EgressPlan, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, RunRequest, pull_policy, restricted_container,
-    restricted_pod, run_labels,
+    EgressPlan, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, RunRequest, labels, policy_port, pull_policy,
+    resources, restricted_container, restricted_pod, run_meta, selector, to_json,
 };
 use crate::settings::K8sSettings;
 
+/// Where the routes' Secrets are mounted in the proxy pod, one folder per route.
+pub const SECRETS_DIR: &str = "/var/run/agentguard/routes";
 /// The proxy's resources: small, and requests = limits like the sandbox's.
 const PROXY_CPU: &str = "500m";
 const PROXY_MEMORY: &str = "134217728";
@@ -43,52 +56,106 @@ pub(crate) fn objects(
     } else {
         plan.ports.clone()
     };
-    let argv = proxy_argv(request.run_id, plan, &ports);
-    let nobody = UserIds::NOBODY;
-    let mut pod = restricted_pod(nobody.uid, nobody.gid);
-    pod.insert("terminationGracePeriodSeconds".into(), json!(15));
-    let resources = json!({"cpu": PROXY_CPU, "memory": PROXY_MEMORY});
-    pod.insert(
-        "containers".into(),
-        json!([{
-            "name": "proxy",
-            "image": image,
-            "imagePullPolicy": pull_policy(image),
-            "command": argv,
-            "ports": [{"name": "proxy", "containerPort": plan.proxy_port, "protocol": "TCP"}],
-            "readinessProbe": {"tcpSocket": {"port": plan.proxy_port}, "periodSeconds": 2},
-            "livenessProbe": {"tcpSocket": {"port": plan.proxy_port}, "periodSeconds": 10},
-            "resources": {"requests": resources, "limits": resources},
-            "securityContext": restricted_container(),
-        }]),
-    );
-    let pod_labels =
-        json!({LABEL_RUN: request.run_id, LABEL_PROXY: request.run_id, LABEL_ROLE: "egress-proxy"});
-    let deployment = json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": settings.namespace, "labels": run_labels(request)},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {LABEL_PROXY: request.run_id}},
-            "template": {"metadata": {"labels": pod_labels}, "spec": Value::Object(pod)},
-        },
-    });
-    let service = json!({
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": settings.namespace, "labels": run_labels(request)},
-        "spec": {
-            "type": "ClusterIP",
-            "selector": {LABEL_PROXY: request.run_id},
-            "ports": [{"name": "proxy", "port": plan.proxy_port, "targetPort": plan.proxy_port, "protocol": "TCP"}],
-        },
-    });
+    // The proxy dials each route's upstream itself.
+    let mut out_ports = ports.clone();
+    for route in &plan.routes {
+        if !out_ports.contains(&route.upstream_port) {
+            out_ports.push(route.upstream_port);
+        }
+    }
+    let namespace = &settings.namespace;
+    let deployment = Deployment {
+        metadata: run_meta(request, namespace, &name),
+        spec: Some(DeploymentSpec {
+            replicas: Some(1),
+            selector: selector([(LABEL_PROXY, request.run_id)]),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels([
+                        (LABEL_RUN, request.run_id),
+                        (LABEL_PROXY, request.run_id),
+                        (LABEL_ROLE, "egress-proxy"),
+                    ])),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod(request, plan, image, &ports)),
+            },
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    };
+    let service = Service {
+        metadata: run_meta(request, namespace, &name),
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            selector: Some(labels([(LABEL_PROXY, request.run_id)])),
+            ports: Some(vec![ServicePort {
+                name: Some("proxy".into()),
+                port: i32::from(plan.proxy_port),
+                target_port: Some(IntOrString::Int(i32::from(plan.proxy_port))),
+                protocol: Some("TCP".into()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    };
     Ok([
-        policy(request, settings, plan, &ports, &name)?,
-        deployment,
-        service,
+        to_json(
+            "NetworkPolicy",
+            &policy(request, settings, plan, &out_ports, &name)?,
+        )?,
+        to_json("Deployment", &deployment)?,
+        to_json("Service", &service)?,
     ])
+}
+
+/// The proxy's pod: the restricted settings as nobody, its one container, and the routes'
+/// Secrets.
+fn pod(
+    request: &RunRequest<'_>,
+    plan: &EgressPlan,
+    image: &str,
+    ports: &[u16],
+) -> k8s_openapi::api::core::v1::PodSpec {
+    let nobody = UserIds::NOBODY;
+    let mut pod = restricted_pod(nobody);
+    pod.termination_grace_period_seconds = Some(15);
+    let (volumes, mounts) = secret_volumes(plan);
+    if !volumes.is_empty() {
+        // The Secret's files are the nobody group's to read (mode 0440), no one else's.
+        if let Some(context) = pod.security_context.as_mut() {
+            context.fs_group = Some(i64::from(nobody.gid));
+        }
+        pod.volumes = Some(volumes);
+    }
+    let probe = |period: i32| Probe {
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::Int(i32::from(plan.proxy_port)),
+            host: None,
+        }),
+        period_seconds: Some(period),
+        ..Probe::default()
+    };
+    pod.containers = vec![Container {
+        name: "proxy".into(),
+        image: Some(image.to_owned()),
+        image_pull_policy: Some(pull_policy(image).into()),
+        command: Some(proxy_argv(request.run_id, plan, ports)),
+        ports: Some(vec![ContainerPort {
+            name: Some("proxy".into()),
+            container_port: i32::from(plan.proxy_port),
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        }]),
+        readiness_probe: Some(probe(2)),
+        liveness_probe: Some(probe(10)),
+        resources: Some(resources(PROXY_CPU, PROXY_MEMORY)),
+        security_context: Some(restricted_container()),
+        volume_mounts: (!mounts.is_empty()).then_some(mounts),
+        ..Container::default()
+    }];
+    pod
 }
 
 fn policy(
@@ -97,55 +164,67 @@ fn policy(
     plan: &EgressPlan,
     ports: &[u16],
     name: &str,
-) -> Result<Value> {
+) -> Result<NetworkPolicy> {
     let (v4, v6): (Vec<IpNet>, Vec<IpNet>) = special_networks()
         .into_iter()
         .partition(|net| matches!(net, IpNet::V4(_)));
-    let except = |nets: &[IpNet], all: &str| -> Vec<String> {
-        nets.iter()
-            .map(ToString::to_string)
-            .filter(|n| n != all)
-            .collect()
+    let block = |cidr: String, except: Option<Vec<String>>| NetworkPolicyPeer {
+        ip_block: Some(IPBlock { cidr, except }),
+        ..NetworkPolicyPeer::default()
+    };
+    let except = |nets: &[IpNet], all: &str| -> Option<Vec<String>> {
+        Some(
+            nets.iter()
+                .map(ToString::to_string)
+                .filter(|n| n != all)
+                .collect(),
+        )
     };
     let mut to = vec![
-        json!({"ipBlock": {"cidr": "0.0.0.0/0", "except": except(&v4, "0.0.0.0/0")}}),
-        json!({"ipBlock": {"cidr": "::/0", "except": except(&v6, "::/0")}}),
+        block("0.0.0.0/0".into(), except(&v4, "0.0.0.0/0")),
+        block("::/0".into(), except(&v6, "::/0")),
     ];
-    for cidr in &plan.cidrs {
+    let route_cidrs = plan.routes.iter().flat_map(|route| &route.cidrs);
+    for cidr in plan.cidrs.iter().chain(route_cidrs) {
         let net = agentguard_policy::parse_cidr(cidr).map_err(|e| Error::Invalid {
             field: "egress.allow_cidrs",
             value: cidr.clone(),
             why: e.to_string(),
         })?;
-        to.push(json!({"ipBlock": {"cidr": net.to_string()}}));
+        to.push(block(net.to_string(), None));
     }
-    let port_list: Vec<Value> = ports
-        .iter()
-        .map(|p| json!({"protocol": "TCP", "port": p}))
-        .collect();
-    Ok(json!({
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": name, "namespace": settings.namespace, "labels": run_labels(request)},
-        "spec": {
-            "podSelector": {"matchLabels": {LABEL_PROXY: request.run_id}},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{
-                "from": [{"podSelector": {"matchLabels": {LABEL_RUN: request.run_id, LABEL_ROLE: "sandbox"}}}],
-                "ports": [{"protocol": "TCP", "port": plan.proxy_port}],
-            }],
-            "egress": [
-                {
-                    "to": [{
-                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-                    }],
-                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    let dns = NetworkPolicyPeer {
+        namespace_selector: Some(selector([("kubernetes.io/metadata.name", "kube-system")])),
+        pod_selector: Some(selector([("k8s-app", "kube-dns")])),
+        ..NetworkPolicyPeer::default()
+    };
+    Ok(NetworkPolicy {
+        metadata: run_meta(request, &settings.namespace, name),
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(selector([(LABEL_PROXY, request.run_id)])),
+            policy_types: Some(vec!["Ingress".into(), "Egress".into()]),
+            ingress: Some(vec![NetworkPolicyIngressRule {
+                from: Some(vec![NetworkPolicyPeer {
+                    pod_selector: Some(selector([
+                        (LABEL_RUN, request.run_id),
+                        (LABEL_ROLE, "sandbox"),
+                    ])),
+                    ..NetworkPolicyPeer::default()
+                }]),
+                ports: Some(vec![policy_port("TCP", plan.proxy_port)]),
+            }]),
+            egress: Some(vec![
+                NetworkPolicyEgressRule {
+                    to: Some(vec![dns]),
+                    ports: Some(vec![policy_port("UDP", 53), policy_port("TCP", 53)]),
                 },
-                {"to": to, "ports": port_list},
-            ],
-        },
-    }))
+                NetworkPolicyEgressRule {
+                    to: Some(to),
+                    ports: Some(ports.iter().map(|p| policy_port("TCP", *p)).collect()),
+                },
+            ]),
+        }),
+    })
 }
 
 /// `agentguard egress-proxy` with the run's allowlist. `--audit-stdout`: each decision as a
@@ -175,5 +254,53 @@ fn proxy_argv(run_id: &str, plan: &EgressPlan, ports: &[u16]) -> Vec<String> {
     for cidr in &plan.cidrs {
         argv.push(format!("--allow-cidr={cidr}"));
     }
+    for route in &plan.routes {
+        let spec = json!({
+            "name": route.name,
+            "secret_file": format!("{}/{}", secret_dir(&route.name), route.secret_key),
+            "route": route.table,
+        });
+        argv.push(format!("--route={spec}"));
+    }
     argv
+}
+
+/// Where the Secret of route `name` is mounted in the proxy pod.
+fn secret_dir(name: &str) -> String {
+    format!("{SECRETS_DIR}/{name}")
+}
+
+/// The proxy pod's volumes of the routes' Secrets (each only its one key), and their mounts,
+/// read-only. The sandbox pod has none of them.
+fn secret_volumes(plan: &EgressPlan) -> (Vec<Volume>, Vec<VolumeMount>) {
+    plan.routes
+        .iter()
+        .enumerate()
+        .map(|(i, route)| {
+            // By position: a route's name need not be a DNS label.
+            let volume = format!("route-secret-{i}");
+            (
+                Volume {
+                    name: volume.clone(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(route.secret_name.clone()),
+                        items: Some(vec![KeyToPath {
+                            key: route.secret_key.clone(),
+                            path: route.secret_key.clone(),
+                            mode: None,
+                        }]),
+                        default_mode: Some(0o440),
+                        optional: None,
+                    }),
+                    ..Volume::default()
+                },
+                VolumeMount {
+                    name: volume,
+                    mount_path: secret_dir(&route.name),
+                    read_only: Some(true),
+                    ..VolumeMount::default()
+                },
+            )
+        })
+        .unzip()
 }

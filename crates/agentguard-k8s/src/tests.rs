@@ -11,6 +11,8 @@ use serde_json::Value;
 
 use crate::*;
 
+mod routes;
+
 fn spec(runtime: Option<&str>) -> ContainerSpec {
     let mut builder = ContainerSpec::builder(format!("localhost/tools@sha256:{}", "a".repeat(64)))
         .command("run_tests", ["python3", "-m", "pytest", "-q"])
@@ -32,12 +34,17 @@ fn settings() -> K8sSettings {
 }
 
 fn egress() -> RunNetwork {
+    egress_with(vec![])
+}
+
+fn egress_with(routes: Vec<RouteGrant>) -> RunNetwork {
     RunNetwork::Egress(EgressPlan {
         hosts: vec!["pkgs.example.com".into()],
         ports: vec![443],
         cidrs: vec![],
         proxy_port: 3128,
         proxy_address: None,
+        routes,
     })
 }
 
@@ -56,6 +63,13 @@ fn combinations() -> Vec<(String, Option<&'static str>, RunNetwork, bool)> {
             }
         }
     }
+    // A credential route: its Secret mounted into the proxy pod.
+    all.push((
+        "egress-route-runc-ro".into(),
+        None,
+        egress_with(vec![routes::grant()]),
+        false,
+    ));
     all
 }
 
@@ -220,9 +234,16 @@ fn every_pod_keeps_every_seed_default() {
                     env.iter().any(|e| e["name"] == "HTTPS_PROXY"
                         && e["value"] == "http://PROXY_CLUSTER_IP:3128")
                 );
+                // Empty, but with a route the proxy's own address (routes are reached
+                // directly).
+                let no_proxy = if stem.contains("route") {
+                    "PROXY_CLUSTER_IP"
+                } else {
+                    ""
+                };
                 assert!(
                     env.iter()
-                        .any(|e| e["name"] == "NO_PROXY" && e["value"] == "")
+                        .any(|e| e["name"] == "NO_PROXY" && e["value"] == no_proxy)
                 );
             }
         }

@@ -33,27 +33,43 @@ fn python() -> PathBuf {
         })
 }
 
+/// A loud skip of `test` for `why`, or a panic when [`REQUIRE_KMOCK`] is set.
+fn skip<T>(test: &str, why: &str) -> Option<T> {
+    assert!(
+        std::env::var_os(REQUIRE_KMOCK).is_none(),
+        "{REQUIRE_KMOCK} is set but {why}"
+    );
+    eprintln!("!!!!! SKIPPED {test}: {why} !!!!!");
+    None
+}
+
+/// The Python of the Kubernetes tools' venv (kmock, kubernetes-validate and its PyYAML, a
+/// YAML 1.1 reader), or `None` (a loud skip, a failure under [`REQUIRE_KMOCK`]).
+pub fn k8s_python(test: &str) -> Option<PathBuf> {
+    let python = python();
+    if python.exists() {
+        return Some(python);
+    }
+    skip(
+        test,
+        &format!(
+            "no Python at {} (run `cargo xtask setup`)",
+            python.display()
+        ),
+    )
+}
+
 impl KmockCluster {
     /// The cluster playing `scenario` (JSON; the keys are in `kmock_cluster.py`), or `None`
     /// (a loud skip) without the venv or kubectl. `test` names the test in the skip line.
     pub fn start(test: &str, scenario: &str) -> Option<KmockCluster> {
-        let python = python();
+        let python = k8s_python(test)?;
         let kubectl = Command::new("kubectl")
             .args(["version", "--client", "-o", "json"])
             .output()
             .is_ok_and(|o| o.status.success());
-        if !python.exists() || !kubectl {
-            let why = format!(
-                "kubectl on PATH: {kubectl}; kmock's Python at {}: {} (run `cargo xtask setup`)",
-                python.display(),
-                python.exists()
-            );
-            assert!(
-                std::env::var_os(REQUIRE_KMOCK).is_none(),
-                "{REQUIRE_KMOCK} is set but {why}"
-            );
-            eprintln!("!!!!! SKIPPED {test}: {why} !!!!!");
-            return None;
+        if !kubectl {
+            return skip(test, "kubectl is not on PATH (run `cargo xtask setup`)");
         }
         let dir = tempfile::tempdir().expect("a folder for the cluster");
         let script = dir.path().join("kmock_cluster.py");

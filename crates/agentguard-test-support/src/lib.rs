@@ -23,7 +23,7 @@ pub use clients::{CLIENT_ENV, clean_client_env};
 pub use dns::FakeDns;
 pub use echo::EchoServer;
 pub use engine::FakeEngine;
-pub use kmock::{KmockCluster, REQUIRE_KMOCK};
+pub use kmock::{KmockCluster, REQUIRE_KMOCK, k8s_python};
 pub use listener::{RecordingListener, free_port};
 pub use tls::{Seen, TestCa, TlsUpstream, UpstreamOptions};
 pub use wait::{eventually, eventually_blocking};

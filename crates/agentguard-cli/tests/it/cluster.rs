@@ -375,3 +375,55 @@ fn a_cut_egress_stream_is_said_on_stderr_and_recorded() {
         (&json!("error"), &json!("stream_cut"))
     );
 }
+
+/// `agentguard k8s manifests` prints the same labels (keys, and the values that do not name
+/// the run or its owner's process) as the Job a run really creates.
+#[test]
+fn manifests_print_the_labels_a_real_run_applies() {
+    let Some(cluster) = KmockCluster::start("cli labels on a cluster", r#"{"pending_s": 1.0}"#)
+    else {
+        return;
+    };
+    let Some(python) = agentguard_test_support::k8s_python("cli labels on a cluster") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 60);
+    let mut child = agentguard(&cluster, &["run", "--config", &cfg, "tests"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let job = the_job(&cluster);
+    let real: Value = serde_json::from_str(&cluster.wait_for("jobs.batch", &job)).unwrap();
+    assert!(child.wait().unwrap().success());
+    let printed = output(&cluster, &["k8s", "manifests", "--config", &cfg, "tests"]);
+    let yaml = dir.path().join("printed.yaml");
+    std::fs::write(&yaml, &printed.stdout).unwrap();
+    let read = Command::new(python)
+        .args(["-c", "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))"])
+        .arg(&yaml)
+        .output()
+        .unwrap();
+    let documents: Vec<Value> = serde_json::from_slice(&read.stdout).unwrap();
+    let printed_job = documents.iter().find(|d| d["kind"] == "Job").unwrap();
+    let labels = |job: &Value| -> Vec<(String, String)> {
+        let run = job["metadata"]["name"].as_str().unwrap().to_owned();
+        job["metadata"]["labels"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| {
+                let v = v.as_str().unwrap();
+                // The run's name and its owner's pid, start and deadline differ per run.
+                let per_run = [
+                    agentguard_container::LABEL_OWNER,
+                    agentguard_container::LABEL_OWNER_START,
+                    agentguard_container::LABEL_DEADLINE,
+                ];
+                let fixed = v != run && !per_run.contains(&k.as_str());
+                (k.clone(), if fixed { v.to_owned() } else { "*".into() })
+            })
+            .collect()
+    };
+    assert_eq!(labels(printed_job), labels(&real));
+}

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 
 use agentguard_audit::{Event, Read};
-use agentguard_test_support::{EchoServer, FakeDns};
+use agentguard_test_support::{EchoServer, FakeDns, TestCa, TlsUpstream};
 
 use crate::{agentguard, stderr};
 
@@ -189,6 +189,119 @@ async fn with_audit_stdout_decisions_and_diagnostics_are_one_stream_of_its_run()
     })
     .await
     .unwrap();
+}
+
+/// How a cluster's proxy pod serves a route: `--route` names the secret's mounted file
+/// (group-readable, as the kubelet mounts it for the pod's fsGroup), and no `--allow` is
+/// needed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_route_given_as_an_argument_reads_its_secret_from_a_mounted_file() {
+    let upstream_ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+    let ca = TestCa::new("proxy route test CA");
+    let upstream =
+        TlsUpstream::start(upstream_ip, 0, ca.server_config(&["api.example.test"])).await;
+    let dns = FakeDns::start().await;
+    dns.answer("api.example.test", &[upstream_ip]);
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let secret_file = dir.path().join("token");
+    std::fs::write(&secret_file, "mounted-secret-5e1d\n").unwrap();
+    std::fs::set_permissions(
+        &secret_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o440),
+    )
+    .unwrap();
+    let spec = serde_json::json!({
+        "name": "api",
+        "secret_file": secret_file,
+        "route": {
+            "upstream": format!("https://api.example.test:{}/", upstream.addr().port()),
+            "secret": "api",
+            "header": "Authorization",
+            "value": "Bearer {secret}",
+            "paths": ["/echo"],
+            "allow_cidrs": ["127.0.0.2/32"],
+            "ca_file": ca_file,
+        },
+    });
+    let args: Vec<String> = [
+        "egress-proxy".to_owned(),
+        "--port=0".to_owned(),
+        format!("--nameserver={}", dns.addr()),
+        "--audit-stdout".to_owned(),
+        "--run=agentguard-9-2-0".to_owned(),
+        format!("--route={spec}"),
+    ]
+    .into();
+    let (stream, stderr) = tokio::task::spawn_blocking(move || {
+        let mut before = String::new();
+        let (mut child, mut stdout, addr) = spawn_noting(&args, &mut before);
+        let mut client = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            client,
+            "GET /api/echo HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        // No --allow: CONNECT reaches nothing.
+        let mut tunnel = std::net::TcpStream::connect(&addr).unwrap();
+        write!(tunnel, "CONNECT api.example.test:443 HTTP/1.1\r\n\r\n").unwrap();
+        let mut status = String::new();
+        BufReader::new(&tunnel).read_line(&mut status).unwrap();
+        assert!(status.starts_with("HTTP/1.1 403"), "{status}");
+        let (exit, rest) = terminate(&mut child, &mut stdout);
+        assert_eq!(exit.code(), Some(0));
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        (format!("{before}{rest}"), stderr)
+    })
+    .await
+    .unwrap();
+    assert_eq!(stderr, "");
+    assert!(!stream.contains("mounted-secret-5e1d"), "{stream}");
+    assert!(
+        !stream.contains("readable by group"),
+        "a mounted file is not a warning: {stream}"
+    );
+    let mut reader = agentguard_audit::StreamReader::new("agentguard-9-2-0");
+    let routed: Vec<Event> = stream
+        .lines()
+        .filter_map(|line| reader.line(line).event())
+        .filter(|e| e.kind == agentguard_audit::Kind::EgressRoute)
+        .collect();
+    assert_eq!(routed.len(), 1, "{stream}");
+    assert_eq!(routed[0].reason, "ok");
+    let seen = upstream.seen();
+    assert!(
+        seen[0]
+            .head
+            .contains("authorization: Bearer mounted-secret-5e1d"),
+        "{}",
+        seen[0].head
+    );
+}
+
+#[test]
+fn a_route_argument_that_is_not_a_route_is_refused() {
+    let bad = r#"--route={"name": "api", "secret_file": "/nonexistent/token", "route": {"upstream": "https://api.example.test/", "secret": "api", "header": "Authorization", "value": "Bearer {secret}"}}"#;
+    let out = agentguard(&["egress-proxy", "--port", "0", bad]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("/nonexistent/token"),
+        "{}",
+        stderr(&out)
+    );
+    let out = agentguard(&["egress-proxy", "--port", "0", "--route={}"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--route"), "{}", stderr(&out));
 }
 
 #[test]

@@ -238,3 +238,74 @@ fn a_host_check_is_refused_at_load_on_a_cluster() {
         );
     }
 }
+
+const ROUTE: &str = r#"
+[secrets]
+api = { k8s_secret = "api-token/token" }
+
+[routes.api]
+upstream = "https://api.example.com:8443/v1"
+secret = "api"
+header = "Authorization"
+value = "Bearer {secret}"
+env = "API_URL"
+
+[commands.call]
+argv = ["python3", "call.py"]
+network = "egress"
+routes = ["api"]
+"#;
+
+#[test]
+fn a_route_on_a_cluster_mounts_its_secret_into_the_proxy_pod_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &format!("{BASE}{ROUTE}"));
+    let out = agentguard(&["k8s", "manifests", "--config", &cfg, "call"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let documents: Vec<&str> = text.split("---\n").filter(|d| !d.is_empty()).collect();
+    for document in &documents {
+        let names_secret = document.contains("api-token");
+        let is_proxy = document.contains("kind: \"Deployment\"");
+        assert_eq!(
+            names_secret, is_proxy,
+            "only the proxy Deployment names the Secret: {document}"
+        );
+    }
+    let job = documents
+        .iter()
+        .find(|d| d.contains("kind: \"Job\""))
+        .unwrap();
+    assert!(job.contains("http://PROXY_CLUSTER_IP:3128/api"), "{job}");
+    assert!(!job.contains("secret"), "{job}");
+    // The route's upstream port is the proxy's to dial.
+    assert!(text.contains("port: 8443"), "{text}");
+    // What a cluster cannot hold: a secret of this machine, a bad reference, a CA file.
+    for (from, to, needle) in [
+        (
+            "api = { k8s_secret = \"api-token/token\" }",
+            "api = { env = \"API_TOKEN\" }",
+            "k8s_secret = \"NAME/KEY\"",
+        ),
+        (
+            "api = { k8s_secret = \"api-token/token\" }",
+            "api = { k8s_secret = \"Api_Token/token\" }",
+            "not a Secret name",
+        ),
+        (
+            "api = { k8s_secret = \"api-token/token\" }",
+            "api = { k8s_secret = \"api-token\" }",
+            "not NAME/KEY",
+        ),
+        (
+            "env = \"API_URL\"",
+            "env = \"API_URL\"\nca_file = \"ca.pem\"",
+            "routes.api.ca_file",
+        ),
+    ] {
+        let cfg = config(dir.path(), &format!("{BASE}{}", ROUTE.replace(from, to)));
+        let out = agentguard(&["k8s", "manifests", "--config", &cfg, "call"]);
+        assert_eq!(out.status.code(), Some(2), "{to}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{to}: {}", stderr(&out));
+    }
+}

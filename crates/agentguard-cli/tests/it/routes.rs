@@ -318,6 +318,10 @@ fn route_settings_are_checked_when_the_file_is_loaded() {
             "[commands.c]\nargv = [\"true\"]\nnetwork = \"egress\"\nroutes = [\"missing\"]\n",
             "no route named \"missing\"",
         ),
+        (
+            "[secrets]\ns = { k8s_secret = \"api-token/token\" }\n",
+            "engine = \"kubernetes\"",
+        ),
     ];
     for (extra, want) in cases {
         let dir = tempfile::tempdir().unwrap();

@@ -257,6 +257,7 @@ async fn an_egress_run_points_the_job_at_its_proxys_cluster_ip() {
         cidrs: vec![],
         proxy_port: 3128,
         proxy_address: None,
+        routes: vec![],
     });
     let kubectl = kubectl_for(&cluster);
     let settings = settings();

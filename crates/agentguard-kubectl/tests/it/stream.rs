@@ -56,6 +56,7 @@ async fn egress_run(what: &str, scenario: Value) -> Option<(Ran, Vec<Record>)> {
         cidrs: vec![],
         proxy_port: 3128,
         proxy_address: None,
+        routes: vec![],
     });
     let sink = Arc::new(MemorySink::default());
     let request = request(&spec, &labels, network);
