@@ -2,16 +2,21 @@
 //! from where this handle's chain ends to pick up what other writers appended.
 //!
 //! Many processes may append to one log. Each append takes the file's exclusive lock
-//! (`flock`), looks at the file's length, and if another writer has appended since, reads and
-//! verifies those lines and continues the chain from their head; then it writes its own line
-//! and lets go. When nobody else wrote, that costs a lock, a `fstat` and an unlock per append.
+//! (`flock`), looks at the file's length, and if another writer has appended since, reads the
+//! last line, verifies it (canonical form, hash, signature, a number past this writer's own)
+//! and continues the chain from it; then it writes its own line and lets go. When nobody else
+//! wrote, that costs a lock, a `fstat` and an unlock per append. The lines between were
+//! checked by the writers that wrote them, each against the head it continued from, and are
+//! verified whole by every open and by `agentguard audit verify`; anything the head check
+//! cannot decide (no newline at the end, a line longer than the limit, a number at or before
+//! this writer's) is read and verified line by line instead, which names the problem.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-use crate::chain::{Chain, Key};
+use crate::chain::{Chain, Key, MAX_LINE_BYTES};
 use crate::error::{Error, Result};
 use crate::problem::{Problem, ProblemKind};
 use crate::verify::Reader;
@@ -169,9 +174,96 @@ pub(crate) fn catch_up(path: &Path, file: &File, position: &mut Position) -> Res
             found: len,
         });
     }
+    if let Some(head) = head_line(file, position.end, len).map_err(io(path, "read"))?
+        && continue_from_head(path, position, &head, len)?
+    {
+        return Ok(());
+    }
     let (chain, end, lines) = read_from(path, file, position.end, position.lines, &position.chain)?;
     *position = Position { chain, end, lines };
     Ok(())
+}
+
+/// The last line of a file of `len` bytes that grew past `from`: where it starts and its
+/// bytes, newline included; `None` when the file does not end in a newline or the line is
+/// longer than a line may be (the full read names either).
+fn head_line(file: &File, from: u64, len: u64) -> std::io::Result<Option<(u64, Vec<u8>)>> {
+    // Most lines are short: a small window first, then the longest line and its newline.
+    for window in [4096, MAX_LINE_BYTES as u64 + 2] {
+        let start = len.saturating_sub(window).max(from);
+        let mut buf = vec![0; usize::try_from(len - start).unwrap_or(usize::MAX)];
+        file.read_exact_at(&mut buf, start)?;
+        if buf.last() != Some(&b'\n') {
+            return Ok(None);
+        }
+        let body = &buf[..buf.len() - 1];
+        let line_start = match body.iter().rposition(|b| *b == b'\n') {
+            Some(i) => i + 1,
+            // The window reaches back to where this handle's view ends: the line starts there.
+            None if start == from => 0,
+            None => continue,
+        };
+        return Ok(Some((
+            start + line_start as u64,
+            buf[line_start..].to_vec(),
+        )));
+    }
+    Ok(None)
+}
+
+/// Verifies the head line `(start, bytes)` on its own and moves `position` past it; `false`
+/// when the line's number does not come after this handle's (the full read decides).
+fn continue_from_head(
+    path: &Path,
+    position: &mut Position,
+    (start, line): &(u64, Vec<u8>),
+    len: u64,
+) -> Result<bool> {
+    #[derive(serde::Deserialize)]
+    struct Link {
+        seq: u64,
+        prev: String,
+    }
+    let Ok(link) = serde_json::from_slice::<Link>(line) else {
+        return Ok(false);
+    };
+    if link.seq < position.chain.next_seq {
+        return Ok(false);
+    }
+    let key = position.chain.key.clone();
+    let mut reader = Reader::continuing(
+        line.as_slice(),
+        key.clone(),
+        link.seq,
+        &link.prev,
+        link.seq,
+        *start,
+    );
+    for item in reader.by_ref() {
+        if let Err(problem) = item {
+            return Err(classify(path, problem));
+        }
+    }
+    let summary = reader.summary();
+    if summary.events != 1 {
+        return Ok(false);
+    }
+    if summary.signed && key.is_none() {
+        return Err(Error::KeyMismatch {
+            path: path.to_owned(),
+            reason: "the log is signed; supply its HMAC key to continue it".into(),
+        });
+    }
+    *position = Position {
+        chain: Chain {
+            next_seq: summary.next_seq,
+            prev: summary.head.clone(),
+            key,
+        },
+        end: len,
+        lines: link.seq + 1,
+    };
+    Ok(true)
 }
 
 /// Reads a file from an offset with `pread`, leaving the shared file offset alone.

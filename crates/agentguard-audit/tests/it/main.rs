@@ -3,6 +3,7 @@
 mod crash;
 mod file;
 mod tamper;
+mod writers;
 
 use std::path::Path;
 
