@@ -118,6 +118,14 @@ impl<W: Write + Send> StreamSink<W> {
             .map_err(|source| Error::Stream { source })
     }
 
+    /// The writer back, once the sink is done with (for a caller that keeps the bytes).
+    pub fn into_inner(self) -> W {
+        self.state
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+    }
+
     /// Writes a note line: a diagnostic for people, not an event.
     pub fn note(&self, message: &str) -> Result<()> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);

@@ -88,6 +88,26 @@ impl Kubectl {
         command
     }
 
+    /// `kubectl logs --follow POD -c CONTAINER` and `extra`: the process (killed when
+    /// dropped) and its stdout; its stderr is not kept.
+    pub(crate) fn follow_logs(
+        &self,
+        pod: &str,
+        container: &str,
+        extra: &[&str],
+    ) -> Result<(tokio::process::Child, tokio::process::ChildStdout)> {
+        let mut args = vec!["logs", "--follow", pod, "-c", container];
+        args.extend_from_slice(extra);
+        let mut command = self.command(&args);
+        command.stderr(Stdio::null());
+        let mut child = command.spawn().map_err(|e| self.spawn_error(e))?;
+        let stdout = child.stdout.take().ok_or_else(|| Error::Answer {
+            args: "logs".into(),
+            why: "no stdout".into(),
+        })?;
+        Ok((child, stdout))
+    }
+
     pub(crate) fn spawn_error(&self, source: std::io::Error) -> Error {
         Error::Spawn {
             program: self.program.display().to_string(),

@@ -151,13 +151,7 @@ struct LogStream {
 impl LogStream {
     fn start(kubectl: &Kubectl, pod: &str, cap: usize) -> Result<LogStream> {
         let limit = format!("--limit-bytes={}", cap.saturating_add(1));
-        let mut command = kubectl.command(&["logs", "--follow", pod, "-c", CONTAINER, &limit]);
-        command.stderr(std::process::Stdio::null());
-        let mut child = command.spawn().map_err(|e| kubectl.spawn_error(e))?;
-        let stdout = child.stdout.take().ok_or_else(|| Error::Answer {
-            args: "logs".into(),
-            why: "no stdout".into(),
-        })?;
+        let (child, stdout) = kubectl.follow_logs(pod, CONTAINER, &[&limit])?;
         Ok(LogStream {
             _child: child,
             stdout,

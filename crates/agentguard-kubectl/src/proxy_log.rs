@@ -62,13 +62,7 @@ impl Follower {
                 what: "its Deployment is available but no pod of it is listed",
             })?
             .to_owned();
-        let mut command = kubectl.command(&["logs", "--follow", &pod, "-c", PROXY_CONTAINER]);
-        command.stderr(std::process::Stdio::null());
-        let mut child = command.spawn().map_err(|e| kubectl.spawn_error(e))?;
-        let stdout = child.stdout.take().ok_or_else(|| Error::Answer {
-            args: "logs".into(),
-            why: "no stdout".into(),
-        })?;
+        let (child, stdout) = kubectl.follow_logs(&pod, PROXY_CONTAINER, &[])?;
         let run = run.to_owned();
         let marked = pod.clone();
         let summary = Arc::new(Mutex::new(StreamSummary::default()));

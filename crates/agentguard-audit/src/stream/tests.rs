@@ -1,32 +1,15 @@
 //! The stream sink and reader against each other: what one writes the other reads back
 //! whole, and what a forger or another run writes is refused and counted.
 
-use std::sync::{Arc, Mutex};
-
 use crate::{AuditSink, Decision, Event, Kind, StreamReader, StreamSink};
 
-/// A writer the test can read back.
-#[derive(Clone, Default)]
-struct Shared(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Shared {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Shared {
-    fn lines(&self) -> Vec<String> {
-        String::from_utf8(self.0.lock().unwrap().clone())
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
+/// What a sink wrote, as lines.
+fn lines_of(sink: StreamSink<Vec<u8>>) -> Vec<String> {
+    String::from_utf8(sink.into_inner())
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 fn connect(target: &str) -> Event {
@@ -36,14 +19,13 @@ fn connect(target: &str) -> Event {
 
 /// Two events and the end line of run `run`.
 fn written(run: &str) -> Vec<String> {
-    let out = Shared::default();
-    let sink = StreamSink::new(out.clone(), run);
+    let sink = StreamSink::new(Vec::new(), run);
     assert_eq!(sink.record(connect("pkgs.example.com:443")).unwrap().seq, 0);
     let close = Event::egress_close("closed", "pkgs.example.com:443", "10.0.0.9:4000")
         .data("bytes_up", 10u64);
     assert_eq!(sink.record(close).unwrap().seq, 1);
     sink.end().unwrap();
-    out.lines()
+    lines_of(sink)
 }
 
 fn read(run: &str, lines: &[String]) -> (Vec<Event>, StreamReader) {
@@ -125,22 +107,20 @@ fn a_gap_in_the_numbers_and_a_missing_end_are_a_cut() {
 
 #[test]
 fn a_mistyped_event_is_not_written() {
-    let out = Shared::default();
-    let sink = StreamSink::new(out.clone(), "run-1");
+    let sink = StreamSink::new(Vec::new(), "run-1");
     let bad = connect("pkgs.example.com:443").data("bytes", "many");
     assert!(sink.record(bad).is_err());
-    assert!(out.lines().is_empty());
+    assert!(lines_of(sink).is_empty());
 }
 
 #[test]
 fn a_note_is_shown_not_appended_and_a_foreign_one_is_refused() {
-    let out = Shared::default();
-    let sink = StreamSink::new(out.clone(), "run-1");
+    let sink = StreamSink::new(Vec::new(), "run-1");
     sink.record(connect("pkgs.example.com:443")).unwrap();
     sink.note("closed tunnels still open after the 15 s grace period")
         .unwrap();
     sink.end().unwrap();
-    let mut lines = out.lines();
+    let mut lines = lines_of(sink);
     lines.insert(
         1,
         crate::note_line("run-2", "not this run's")

@@ -271,25 +271,10 @@ fn doctor_checks_the_cluster_of_a_kubernetes_config_and_its_canary_lets_runs_go(
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
-/// A writer whose bytes the test keeps.
-#[derive(Clone, Default)]
-struct Kept(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Kept {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// What the run's proxy writes on its log, by the real writer, for a run kmock names
 /// (`@RUN@`): one allowed and one denied connect, then its end line.
 pub(crate) fn proxy_lines() -> Vec<String> {
-    let kept = Kept::default();
-    let sink = StreamSink::new(kept.clone(), "@RUN@");
+    let sink = StreamSink::new(Vec::new(), "@RUN@");
     let client = "10.1.2.3:40000";
     for (decision, reason, target) in [
         (Decision::Allow, "ok", "pkgs.example.com:443"),
@@ -299,22 +284,27 @@ pub(crate) fn proxy_lines() -> Vec<String> {
             .unwrap();
     }
     sink.end().unwrap();
-    let text = String::from_utf8(kept.0.lock().unwrap().clone()).unwrap();
+    let text = String::from_utf8(sink.into_inner()).unwrap();
     text.lines().map(str::to_owned).collect()
+}
+
+/// `run install --json` (an egress command) on a cluster playing `scenario`, which exits 0.
+fn install(what: &str, scenario: &Value) -> Option<(KmockCluster, tempfile::TempDir, Output)> {
+    let cluster = KmockCluster::start(what, &scenario.to_string())?;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 60);
+    let out = output(&cluster, &["run", "--config", &cfg, "install", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    Some((cluster, dir, out))
 }
 
 #[test]
 fn an_egress_runs_proxy_decisions_are_in_the_verified_log_and_counted() {
     let lines = proxy_lines();
     let scenario = json!({"proxy_log": lines[..2], "proxy_tail": lines[2..]});
-    let Some(cluster) = KmockCluster::start("cli egress on a cluster", &scenario.to_string())
-    else {
+    let Some((cluster, dir, out)) = install("cli egress on a cluster", &scenario) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), 60);
-    let out = output(&cluster, &["run", "--config", &cfg, "install", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         result["egress"],
@@ -348,15 +338,10 @@ fn an_egress_runs_proxy_decisions_are_in_the_verified_log_and_counted() {
 fn a_cut_egress_stream_is_said_on_stderr_and_recorded() {
     let lines = proxy_lines();
     let scenario = json!({"proxy_log": lines[..1], "proxy_cut": true});
-    let Some(cluster) = KmockCluster::start("cli egress cut on a cluster", &scenario.to_string())
-    else {
+    // The command's own status still holds (0); the gap is said and recorded.
+    let Some((_cluster, dir, out)) = install("cli egress cut on a cluster", &scenario) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), 60);
-    let out = output(&cluster, &["run", "--config", &cfg, "install", "--json"]);
-    // The command's own status still holds; the gap is said and recorded.
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["egress"]["stream"], "stream_cut", "{result}");
     assert_eq!(result["egress"]["allowed"], 1, "{result}");

@@ -9,33 +9,14 @@ use super::{MAX_LINE, follow};
 
 /// The stream a proxy of run `run` writes: the listening line, `n` connects, the end line.
 fn stream(run: &str, n: usize) -> Vec<u8> {
-    let out = std::sync::Arc::new(Mutex::new(Vec::new()));
-    struct To(std::sync::Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for To {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    out.lock()
-        .unwrap()
-        .extend_from_slice(b"listening on 0.0.0.0:3128\n");
-    let sink = StreamSink::new(To(out.clone()), run);
+    let sink = StreamSink::new(b"listening on 0.0.0.0:3128\n".to_vec(), run);
     for i in 0..n {
         let target = format!("pkgs.example.com:{}", 443 + i);
-        sink.record(Event::egress_connect(
-            Decision::Allow,
-            "ok",
-            &target,
-            "10.1.2.3:5000",
-        ))
-        .unwrap();
+        let event = Event::egress_connect(Decision::Allow, "ok", &target, "10.1.2.3:5000");
+        sink.record(event).unwrap();
     }
     sink.end().unwrap();
-    out.lock().unwrap().clone()
+    sink.into_inner()
 }
 
 async fn followed(log: &[u8]) -> (MemorySink, StreamSummary) {

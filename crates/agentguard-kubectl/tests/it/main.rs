@@ -55,6 +55,18 @@ fn request<'a>(
 
 const ALL: &[Weakened] = Weakened::ALL;
 
+/// `pkgs.example.com` on 443 through the run's proxy on 3128.
+fn egress() -> RunNetwork {
+    RunNetwork::Egress(EgressPlan {
+        hosts: vec!["pkgs.example.com".into()],
+        ports: vec![443],
+        cidrs: vec![],
+        proxy_port: 3128,
+        proxy_address: None,
+        routes: vec![],
+    })
+}
+
 fn kubectl_for(cluster: &Cluster) -> Kubectl {
     Kubectl::new(&settings()).with_kubeconfig(cluster.kubeconfig())
 }
@@ -251,14 +263,7 @@ async fn an_egress_run_points_the_job_at_its_proxys_cluster_ip() {
     let cluster = Arc::new(cluster);
     let spec = spec(Duration::from_secs(30), 4096);
     let labels = [];
-    let network = RunNetwork::Egress(EgressPlan {
-        hosts: vec!["pkgs.example.com".into()],
-        ports: vec![443],
-        cidrs: vec![],
-        proxy_port: 3128,
-        proxy_address: None,
-        routes: vec![],
-    });
+    let network = egress();
     let kubectl = kubectl_for(&cluster);
     let settings = settings();
     let request = request(&spec, &labels, network);

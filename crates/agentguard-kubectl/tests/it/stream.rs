@@ -4,43 +4,27 @@
 //! this run, each marked with its pod, closed by the `egress_stream` event that says how the
 //! stream came back.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentguard_audit::{AuditSink, Decision, Event, Kind, MemorySink, Record, StreamSink};
 use agentguard_container::RunStatus;
-use agentguard_k8s::{EgressPlan, RunNetwork, proxy_name};
+use agentguard_k8s::proxy_name;
 use agentguard_kubectl::{Ran, run};
 use serde_json::{Value, json};
 
-use super::{ALL, Cluster, RUN, kubectl_for, request, settings, spec};
-
-/// A writer whose bytes the test keeps.
-#[derive(Clone, Default)]
-struct Kept(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Kept {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use super::{ALL, Cluster, RUN, egress, kubectl_for, request, settings, spec};
 
 /// The lines a proxy of run `run` writes for `n` allowed connects and then its end line.
 fn proxy_lines(run: &str, n: u16) -> Vec<String> {
-    let kept = Kept::default();
-    let sink = StreamSink::new(kept.clone(), run);
+    let sink = StreamSink::new(Vec::new(), run);
     for i in 0..n {
         let target = format!("pkgs.example.com:{}", 8000 + i);
         let event = Event::egress_connect(Decision::Allow, "ok", &target, "10.1.2.3:40000");
         sink.record(event).unwrap();
     }
     sink.end().unwrap();
-    let text = String::from_utf8(kept.0.lock().unwrap().clone()).unwrap();
+    let text = String::from_utf8(sink.into_inner()).unwrap();
     text.lines().map(str::to_owned).collect()
 }
 
@@ -50,14 +34,7 @@ async fn egress_run(what: &str, scenario: Value) -> Option<(Ran, Vec<Record>)> {
     let cluster = Cluster::start(what, &scenario.to_string())?;
     let spec = spec(Duration::from_secs(30), 4096);
     let labels = [];
-    let network = RunNetwork::Egress(EgressPlan {
-        hosts: vec!["pkgs.example.com".into()],
-        ports: vec![443],
-        cidrs: vec![],
-        proxy_port: 3128,
-        proxy_address: None,
-        routes: vec![],
-    });
+    let network = egress();
     let sink = Arc::new(MemorySink::default());
     let request = request(&spec, &labels, network);
     let shared = Arc::clone(&sink) as Arc<dyn AuditSink>;
