@@ -213,12 +213,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Installs tinyproxy and squid from Debian's packages when they are missing, and stops the
+/// Installs tinyproxy, squid and HAProxy from Debian's packages when they are missing, and stops the
 /// services the packages start, so the benchmark runs its own instances.
 fn install_peers() -> Result<()> {
     let missing: Vec<&str> = [
         ("tinyproxy", "/usr/bin/tinyproxy"),
         ("squid", "/usr/sbin/squid"),
+        ("haproxy", "/usr/sbin/haproxy"),
     ]
     .iter()
     .filter(|(_, path)| !std::path::Path::new(path).exists())
@@ -240,7 +241,7 @@ fn install_peers() -> Result<()> {
             );
         }
     }
-    for service in ["tinyproxy", "squid"] {
+    for service in ["tinyproxy", "squid", "haproxy"] {
         let _ = cmd::output("pkill", &["-x", service]);
     }
     Ok(())

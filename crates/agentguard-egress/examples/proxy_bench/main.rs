@@ -29,7 +29,7 @@ use agentguard_test_support::FakeDns;
 
 mod peers;
 
-use peers::{Proxy, median, percentile, proxies, start_agentguard_with};
+use peers::{Proxy, Trace, median, percentile, proxies, start_agentguard_with};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -170,42 +170,89 @@ async fn direct(source: SocketAddr) -> TcpStream {
     stream
 }
 
+/// A tunnel to the source through `proxy`: CONNECT and the 200, or for a relay a plain
+/// connection (with the ClientHello in the TLS modes); and the tunnel bytes already read.
+async fn tunnel_via(proxy: &Proxy, source: SocketAddr) -> (TcpStream, u64) {
+    match proxy.target(source.port()) {
+        Some(target) => connect_via(proxy.addr, &target).await,
+        None => (direct(proxy.addr).await, 0),
+    }
+}
+
 async fn throughput(binary: &str, extra: &[String], dir: &Path) {
     let bytes = THROUGHPUT_MIB * 1024 * 1024;
     let dns = FakeDns::start().await;
     dns.answer_with_ttl("bulk.example.test", &[SOURCE_IP], 300);
     let source = source(bytes, source_port()).await;
-    let all = proxies(binary, extra, dns.addr(), source.port(), dir);
-    let mut base = Vec::new();
-    let mut rates = vec![(Vec::new(), 0.0); all.len()];
+    let all = proxies(binary, extra, dns.addr(), source.port(), source, dir);
+    let mut base = (Vec::new(), 0.0);
+    // Per path: rates, the proxy's CPU seconds, the endpoints' (this process's) CPU seconds.
+    let mut rates = vec![(Vec::new(), 0.0, 0.0); all.len()];
     for _ in 0..THROUGHPUT_ROUNDS {
-        let start = Instant::now();
-        base.push(drain(direct(source).await, start, bytes, 0, "direct").await);
+        let (start, cpu) = (Instant::now(), endpoints_cpu());
+        base.0
+            .push(drain(direct(source).await, start, bytes, 0, "direct").await);
+        base.1 += endpoints_cpu() - cpu;
         for (i, proxy) in all.iter().enumerate() {
-            let cpu = proxy.cpu_seconds();
+            let (cpu, ours) = (proxy.cpu_seconds(), endpoints_cpu());
             let start = Instant::now();
-            let (stream, already) = connect_via(proxy.addr, &proxy.target(source.port())).await;
+            let (stream, already) = tunnel_via(proxy, source).await;
             rates[i]
                 .0
                 .push(drain(stream, start, bytes, already, &proxy.label).await);
             rates[i].1 += proxy.cpu_seconds() - cpu;
+            rates[i].2 += endpoints_cpu() - ours;
         }
     }
-    let b = median(base);
+    // One more transfer each, with perf counting the proxy's system calls and switches.
+    let mut traces = Vec::new();
+    for proxy in &all {
+        let trace = Trace::attach(proxy.child.id());
+        let (stream, already) = tunnel_via(proxy, source).await;
+        drain(stream, Instant::now(), bytes, already, &proxy.label).await;
+        traces.push(trace.and_then(Trace::finish));
+    }
     let gib = (bytes * THROUGHPUT_ROUNDS as u64) as f64 / (1024.0 * 1024.0 * 1024.0);
-    println!("| path | MiB/s | ratio to direct | proxy CPU s per GiB |");
-    println!("| --- | ---: | ---: | ---: |");
-    println!("| direct loopback TCP (baseline) | {b:.0} | 1.00 | - |");
-    for (proxy, (r, cpu)) in all.iter().zip(rates) {
+    let per_gib = |n: u64| format!("{:.0}", n as f64 * 1024.0 / THROUGHPUT_MIB as f64);
+    let b = median(base.0);
+    println!(
+        "| path | MiB/s | ratio to direct | proxy CPU s per GiB | endpoints CPU s per GiB | proxy system calls per GiB | proxy context switches per GiB |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!(
+        "| direct loopback TCP (baseline) | {b:.0} | 1.00 | - | {:.2} | - | - |",
+        base.1 / gib
+    );
+    let mut summary = Vec::new();
+    for ((proxy, (r, cpu, ours)), trace) in all.iter().zip(rates).zip(traces) {
         let o = median(r);
+        summary.push((o, cpu / gib));
+        let (calls, switches) = trace.map_or(("not counted".into(), "not counted".into()), |t| {
+            (per_gib(t.0), per_gib(t.1))
+        });
         println!(
-            "| through {} | {o:.0} | {:.2} | {:.2} |",
+            "| through {} | {o:.0} | {:.2} | {:.2} | {:.2} | {calls} | {switches} |",
             proxy.label,
             o / b,
-            cpu / gib
+            cpu / gib,
+            ours / gib
         );
     }
-    println!("\n{THROUGHPUT_MIB} MiB per transfer, {THROUGHPUT_ROUNDS} rounds.");
+    if let Some(h) = all.iter().position(|p| p.target_host.is_none()) {
+        println!(
+            "\n`agentguard egress-proxy` against HAProxy in this run: {:.2}x the throughput, at {:.2}x its CPU per GiB.",
+            summary[0].0 / summary[h].0,
+            summary[0].1 / summary[h].1
+        );
+    }
+    println!(
+        "\n{THROUGHPUT_MIB} MiB per transfer, {THROUGHPUT_ROUNDS} rounds; endpoints are the client and source (this process); system calls and switches from `perf stat` over one more transfer each."
+    );
+}
+
+/// CPU seconds this process (the client and the source) has used so far.
+fn endpoints_cpu() -> f64 {
+    peers::cpu_seconds_of("self")
 }
 
 /// Sequential round trips: returns (per second, p50, p99).
@@ -226,28 +273,84 @@ async fn round_trips(n: usize, mut one: impl AsyncFnMut()) -> (f64, Duration, Du
     )
 }
 
+/// What HAProxy relays to in the setup modes: reads a request head, answers 200 as a CONNECT
+/// proxy would, then reads (and drops) what follows, such as a ClientHello, until the close.
+async fn responder() -> SocketAddr {
+    let listener = TcpListener::bind((SOURCE_IP, 0))
+        .await
+        .expect("bind responder");
+    let addr = listener.local_addr().expect("responder address");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let _ = stream.set_nodelay(true);
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                let reply = b"HTTP/1.1 200 Connection established\r\n\r\n";
+                if stream.write_all(reply).await.is_ok() {
+                    while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+                }
+            });
+        }
+    });
+    addr
+}
+
 async fn setup(binary: &str, extra: &[String], dir: &Path) {
     let dns = FakeDns::start().await;
     dns.answer_with_ttl("bulk.example.test", &[SOURCE_IP], 300);
     let upstream = source(0, source_port()).await;
-    let all = proxies(binary, extra, dns.addr(), upstream.port(), dir);
+    let all = proxies(
+        binary,
+        extra,
+        dns.addr(),
+        upstream.port(),
+        responder().await,
+        dir,
+    );
+    // A relay forwards the CONNECT to its responder, which answers it.
+    let targets: Vec<String> = all
+        .iter()
+        .map(|p| {
+            p.target(upstream.port())
+                .unwrap_or_else(|| format!("{SOURCE_IP}:{}", upstream.port()))
+        })
+        .collect();
     // Warm up: the resolver cache, the proxies' first-connection paths.
-    for proxy in &all {
-        drop(connect_via(proxy.addr, &proxy.target(upstream.port())).await);
+    for (proxy, target) in all.iter().zip(&targets) {
+        drop(connect_via(proxy.addr, target).await);
     }
     let mut base = Vec::new();
     let mut results: Vec<Vec<(f64, Duration, Duration)>> = vec![Vec::new(); all.len()];
+    let mut cpu = vec![0.0; all.len()];
     for _ in 0..SETUP_ROUNDS {
         base.push(round_trips(SETUP_CONNECTIONS, async || drop(direct(upstream).await)).await);
-        for (i, proxy) in all.iter().enumerate() {
-            let target = proxy.target(upstream.port());
+        for (i, (proxy, target)) in all.iter().zip(&targets).enumerate() {
+            let before = proxy.cpu_seconds();
             results[i].push(
                 round_trips(SETUP_CONNECTIONS, async || {
-                    drop(connect_via(proxy.addr, &target).await)
+                    drop(connect_via(proxy.addr, target).await)
                 })
                 .await,
             );
+            cpu[i] += proxy.cpu_seconds() - before;
         }
+    }
+    // One more round each, with perf counting the proxy's system calls and switches.
+    let mut traces = Vec::new();
+    for (proxy, target) in all.iter().zip(&targets) {
+        let trace = Trace::attach(proxy.child.id());
+        round_trips(SETUP_CONNECTIONS, async || {
+            drop(connect_via(proxy.addr, target).await)
+        })
+        .await;
+        traces.push(trace.and_then(Trace::finish));
     }
     let summarize = |runs: Vec<(f64, Duration, Duration)>| {
         let rate = median(runs.iter().map(|r| r.0).collect());
@@ -256,19 +359,36 @@ async fn setup(binary: &str, extra: &[String], dir: &Path) {
         (rate, p50, p99)
     };
     let (b, b50, b99) = summarize(base);
-    println!("| path | round trips/s | p50 us | p99 us | rate vs direct |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    println!("| direct TCP connect (baseline) | {b:.0} | {b50:.0} | {b99:.0} | 1.00 |");
-    for (proxy, runs) in all.iter().zip(results) {
+    println!(
+        "| path | round trips/s | p50 us | p99 us | rate vs direct | proxy CPU us per round trip | proxy system calls per round trip | proxy context switches per round trip |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| direct TCP connect (baseline) | {b:.0} | {b50:.0} | {b99:.0} | 1.00 | - | - | - |");
+    let total = (SETUP_CONNECTIONS * SETUP_ROUNDS) as f64;
+    let per = |n: u64| format!("{:.1}", n as f64 / SETUP_CONNECTIONS as f64);
+    let mut rates = Vec::new();
+    for (((proxy, runs), cpu), trace) in all.iter().zip(results).zip(cpu).zip(traces) {
         let (r, p50, p99) = summarize(runs);
+        rates.push(r);
+        let (calls, switches) = trace.map_or(("not counted".into(), "not counted".into()), |t| {
+            (per(t.0), per(t.1))
+        });
         println!(
-            "| CONNECT to 200 through {} | {r:.0} | {p50:.0} | {p99:.0} | {:.2} |",
+            "| CONNECT to 200 through {} | {r:.0} | {p50:.0} | {p99:.0} | {:.2} | {:.0} | {calls} | {switches} |",
             proxy.label,
-            r / b
+            r / b,
+            cpu * 1e6 / total
         );
     }
+    let against: Vec<String> = all
+        .iter()
+        .zip(&rates)
+        .skip(1 + extra.len())
+        .map(|(p, r)| format!("{:.2}x {}", rates[0] / r, p.label))
+        .collect();
     println!(
-        "\n{SETUP_CONNECTIONS} sequential round trips per round, {SETUP_ROUNDS} rounds (medians)."
+        "\n{SETUP_CONNECTIONS} sequential round trips per round, {SETUP_ROUNDS} rounds (medians); system calls and switches from `perf stat` over one more round each. `agentguard egress-proxy` in this run: {}.",
+        against.join(", ")
     );
 }
 
@@ -305,7 +425,9 @@ async fn idle(binary: &str) {
         echo.addr().port(),
         None,
     );
-    let target = proxy.target(echo.addr().port());
+    let target = proxy
+        .target(echo.addr().port())
+        .expect("agentguard reads CONNECT");
     drop(connect_via(proxy.addr, &target).await);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (rss0, fds0) = footprint(&proxy);

@@ -1,5 +1,12 @@
 //! The proxies under comparison, each its own process: the release `agentguard
-//! egress-proxy`, tinyproxy and squid, started on a free port and killed on drop.
+//! egress-proxy`, tinyproxy, squid and HAProxy, started on a free port and killed on drop.
+//!
+//! HAProxy runs in `mode tcp` with splicing on (see [`start_haproxy`]): a relay that decides nothing and
+//! speaks no CONNECT. Its one backend is given per benchmark: the source in the throughput
+//! modes (the client reads from HAProxy as from the source), and a responder that answers
+//! each request head with a 200 in the setup modes, so the client's round trip (connect, send
+//! CONNECT, read the 200, close) is the same through every peer and HAProxy dials the
+//! upstream for each connection as a CONNECT proxy does.
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -14,8 +21,9 @@ pub(crate) struct Proxy {
     pub(crate) label: String,
     pub(crate) child: Child,
     pub(crate) addr: SocketAddr,
-    /// What to CONNECT to: a name for agentguard, the IP for the others.
-    pub(crate) target_host: String,
+    /// What to CONNECT to: a name for agentguard, the IP for the others; `None` for a relay
+    /// (HAProxy) that forwards to its backend and reads no CONNECT.
+    pub(crate) target_host: Option<String>,
 }
 
 impl Drop for Proxy {
@@ -25,22 +33,72 @@ impl Drop for Proxy {
     }
 }
 
+/// CPU seconds (user + system, all threads) process `pid` has used so far.
+pub(crate) fn cpu_seconds_of(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rfind(')').map(|i| &stat[i + 1..]).unwrap_or_default();
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // utime and stime: fields 14 and 15 of the line, 11 and 12 after the command name.
+    (fields.get(10).copied().unwrap_or(0) + fields.get(11).copied().unwrap_or(0)) as f64 / 100.0
+}
+
+/// System calls and context switches of a process over a span, counted by `perf stat`
+/// attached to all its threads (counting, not sampling).
+pub(crate) struct Trace(Child);
+
+impl Trace {
+    /// Attaches to `pid`; `None` when perf is missing or cannot count (the columns then say
+    /// so). perf needs a moment to attach before the span starts.
+    pub(crate) fn attach(pid: u32) -> Option<Trace> {
+        let child = Command::new("perf")
+            .args([
+                "stat",
+                "-x",
+                ",",
+                "-e",
+                "raw_syscalls:sys_enter,context-switches",
+                "-p",
+            ])
+            .arg(pid.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ok()?;
+        std::thread::sleep(Duration::from_millis(300));
+        Some(Trace(child))
+    }
+
+    /// Stops counting: (system calls, context switches).
+    pub(crate) fn finish(self) -> Option<(u64, u64)> {
+        let Trace(child) = self;
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let out = child.wait_with_output().ok()?;
+        let text = String::from_utf8_lossy(&out.stderr);
+        let count = |event: &str| {
+            text.lines()
+                .find(|l| l.split(',').nth(2) == Some(event))
+                .and_then(|l| l.split(',').next()?.parse::<u64>().ok())
+        };
+        Some((count("raw_syscalls:sys_enter")?, count("context-switches")?))
+    }
+}
+
 impl Proxy {
     /// CPU seconds (user + system) the proxy process has used so far.
     pub(crate) fn cpu_seconds(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        let after = stat.rfind(')').map(|i| &stat[i + 1..]).unwrap_or_default();
-        let fields: Vec<u64> = after
-            .split_whitespace()
-            .filter_map(|f| f.parse().ok())
-            .collect();
-        // utime and stime: fields 14 and 15 of the line, 11 and 12 after the command name.
-        (fields.get(10).copied().unwrap_or(0) + fields.get(11).copied().unwrap_or(0)) as f64 / 100.0
+        cpu_seconds_of(&self.child.id().to_string())
     }
 
-    pub(crate) fn target(&self, port: u16) -> String {
-        format!("{}:{port}", self.target_host)
+    /// The CONNECT target, or `None` for a relay.
+    pub(crate) fn target(&self, port: u16) -> Option<String> {
+        self.target_host
+            .as_ref()
+            .map(|host| format!("{host}:{port}"))
     }
 }
 
@@ -107,7 +165,7 @@ pub(crate) fn start_agentguard_with(
         label: label.to_owned(),
         child,
         addr,
-        target_host: "bulk.example.test".into(),
+        target_host: Some("bulk.example.test".into()),
     }
 }
 
@@ -135,7 +193,7 @@ pub(crate) fn start_tinyproxy(dir: &Path, port: u16) -> Option<Proxy> {
         label: "tinyproxy".into(),
         child,
         addr,
-        target_host: SOURCE_IP.to_string(),
+        target_host: Some(SOURCE_IP.to_string()),
     })
 }
 
@@ -163,7 +221,40 @@ pub(crate) fn start_squid(dir: &Path, port: u16) -> Option<Proxy> {
         label: "squid".into(),
         child,
         addr,
-        target_host: SOURCE_IP.to_string(),
+        target_host: Some(SOURCE_IP.to_string()),
+    })
+}
+
+/// HAProxy 2.6 from Debian in `mode tcp`, forwarding every connection to `backend`, with its
+/// default threads (one per core), at its fastest here: `option splice-auto` alone splices
+/// nothing on these transfers (HAProxy's heuristic keeps them in its 16 KiB buffers: 1,271
+/// MiB/s and 133,168 system calls per GiB in one run), so splicing is forced both ways
+/// (`splice-request`, `splice-response`) with 1 MiB pipes (`tune.pipesize`), the same size
+/// agentguard asks for: 2,368 MiB/s and 5,059 system calls per GiB in the same kind of run.
+pub(crate) fn start_haproxy(dir: &Path, backend: SocketAddr) -> Option<Proxy> {
+    let listen = free_port();
+    let conf = dir.join("haproxy.cfg");
+    std::fs::write(
+        &conf,
+        format!(
+            "global\n  maxconn 4000\n  tune.pipesize 1048576\n\ndefaults\n  mode tcp\n  option splice-auto\n  option splice-request\n  option splice-response\n  timeout connect 5s\n  timeout client 600s\n  timeout server 600s\n\nfrontend bench\n  bind 127.0.0.1:{listen}\n  default_backend source\n\nbackend source\n  server source {backend}\n"
+        ),
+    )
+    .ok()?;
+    let child = Command::new("haproxy")
+        .args(["-db", "-f"])
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), listen);
+    wait_listening(addr, "haproxy");
+    Some(Proxy {
+        label: "HAProxy (`mode tcp`, splice forced, 1 MiB pipes)".into(),
+        child,
+        addr,
+        target_host: None,
     })
 }
 
@@ -176,12 +267,14 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
 }
 
-/// Every proxy: agentguard, extra agentguard binaries, tinyproxy and squid (when installed).
+/// Every proxy: agentguard, extra agentguard binaries, tinyproxy, squid and HAProxy (when
+/// installed; `cargo xtask bench` installs them), HAProxy relaying to `relay_backend`.
 pub(crate) fn proxies(
     binary: &str,
     extra: &[String],
     dns: SocketAddr,
     port: u16,
+    relay_backend: SocketAddr,
     dir: &Path,
 ) -> Vec<Proxy> {
     let mut all = vec![start_agentguard(
@@ -201,6 +294,10 @@ pub(crate) fn proxies(
     match start_squid(dir, port) {
         Some(p) => all.push(p),
         None => eprintln!("squid is not installed: skipped (cargo xtask bench installs it)"),
+    }
+    match start_haproxy(dir, relay_backend) {
+        Some(p) => all.push(p),
+        None => eprintln!("haproxy is not installed: skipped (cargo xtask bench installs it)"),
     }
     all
 }
