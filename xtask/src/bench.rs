@@ -26,13 +26,13 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "tunnel",
         "agentguard-egress",
         "proxy_bench",
-        "Tunnel throughput: 1 GiB from a loopback TCP source on 127.0.0.2, read directly (the baseline) and through a CONNECT tunnel of the release `agentguard egress-proxy` binary, tinyproxy and squid, each its own process configured to allow the same CONNECT; and each proxy's CPU time per GiB. Client, source and proxies share the machine's cores.",
+        "Tunnel throughput: 1 GiB from a loopback TCP source on 127.0.0.2, read directly (the baseline) and through a CONNECT tunnel of the release `agentguard egress-proxy` binary, tinyproxy and squid, each its own process configured to allow the same CONNECT, and through HAProxy 2.6 in `mode tcp` (a relay that decides nothing, splicing forced both ways with 1 MiB pipes); each proxy's CPU time per GiB, the endpoints' (client and source) CPU per GiB, and the proxy's system calls and context switches per GiB counted by `perf stat` over one more transfer. Client, source and proxies share the machine's cores.",
     ),
     (
         "connect",
         "agentguard-egress",
         "proxy_bench",
-        "Connection setup: sequential CONNECT-to-200 round trips (connect, CONNECT, read the 200, close) against a direct TCP connect, tinyproxy and squid. agentguard resolves the name through a warm resolver (the test DNS answers with a TTL); the others are given the IP.",
+        "Connection setup: sequential CONNECT-to-200 round trips (connect, CONNECT, read the 200, close) against a direct TCP connect, tinyproxy, squid and HAProxy in `mode tcp` (which dials a responder that answers the CONNECT with a 200, so the client's round trip is the same); with each proxy's CPU, system calls and context switches per round trip. agentguard resolves the name through a warm resolver (the test DNS answers with a TTL); the others are given the IP.",
     ),
     (
         "tunnel-tls",
