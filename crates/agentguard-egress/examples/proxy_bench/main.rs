@@ -228,9 +228,7 @@ async fn throughput(binary: &str, extra: &[String], dir: &Path) {
     for ((proxy, (r, cpu, ours)), trace) in all.iter().zip(rates).zip(traces) {
         let o = median(r);
         summary.push((o, cpu / gib));
-        let (calls, switches) = trace.map_or(("not counted".into(), "not counted".into()), |t| {
-            (per_gib(t.0), per_gib(t.1))
-        });
+        let (calls, switches) = Trace::cells(trace, per_gib);
         println!(
             "| through {} | {o:.0} | {:.2} | {:.2} | {:.2} | {calls} | {switches} |",
             proxy.label,

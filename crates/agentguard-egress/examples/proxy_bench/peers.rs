@@ -88,6 +88,20 @@ impl Trace {
     }
 }
 
+impl Trace {
+    /// The table cells of a finished trace's (system calls, switches), each scaled by `per`,
+    /// or "not counted".
+    pub(crate) fn cells(
+        counts: Option<(u64, u64)>,
+        per: impl Fn(u64) -> String,
+    ) -> (String, String) {
+        counts.map_or(
+            ("not counted".into(), "not counted".into()),
+            |(calls, switches)| (per(calls), per(switches)),
+        )
+    }
+}
+
 impl Proxy {
     /// CPU seconds (user + system) the proxy process has used so far.
     pub(crate) fn cpu_seconds(&self) -> f64 {
@@ -180,21 +194,8 @@ pub(crate) fn start_tinyproxy(dir: &Path, port: u16) -> Option<Proxy> {
         ),
     )
     .ok()?;
-    let child = Command::new("tinyproxy")
-        .args(["-d", "-c"])
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), listen);
-    wait_listening(addr, "tinyproxy");
-    Some(Proxy {
-        label: "tinyproxy".into(),
-        child,
-        addr,
-        target_host: Some(SOURCE_IP.to_string()),
-    })
+    let ip = Some(SOURCE_IP.to_string());
+    start_peer("tinyproxy", "tinyproxy", &["-d", "-c"], &conf, listen, ip)
 }
 
 pub(crate) fn start_squid(dir: &Path, port: u16) -> Option<Proxy> {
@@ -208,21 +209,8 @@ pub(crate) fn start_squid(dir: &Path, port: u16) -> Option<Proxy> {
         ),
     )
     .ok()?;
-    let child = Command::new("squid")
-        .args(["-N", "-f"])
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), listen);
-    wait_listening(addr, "squid");
-    Some(Proxy {
-        label: "squid".into(),
-        child,
-        addr,
-        target_host: Some(SOURCE_IP.to_string()),
-    })
+    let ip = Some(SOURCE_IP.to_string());
+    start_peer("squid", "squid", &["-N", "-f"], &conf, listen, ip)
 }
 
 /// HAProxy 2.6 from Debian in `mode tcp`, forwarding every connection to `backend`, with its
@@ -241,20 +229,34 @@ pub(crate) fn start_haproxy(dir: &Path, backend: SocketAddr) -> Option<Proxy> {
         ),
     )
     .ok()?;
-    let child = Command::new("haproxy")
-        .args(["-db", "-f"])
-        .arg(&conf)
+    let label = "HAProxy (`mode tcp`, splice forced, 1 MiB pipes)";
+    start_peer(label, "haproxy", &["-db", "-f"], &conf, listen, None)
+}
+
+/// Starts `program ARGS... CONF` in the foreground, quiet, and waits until it listens on
+/// `127.0.0.1:listen`; `None` when the program is not installed.
+fn start_peer(
+    label: &str,
+    program: &str,
+    args: &[&str],
+    conf: &Path,
+    listen: u16,
+    target_host: Option<String>,
+) -> Option<Proxy> {
+    let child = Command::new(program)
+        .args(args)
+        .arg(conf)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
     let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), listen);
-    wait_listening(addr, "haproxy");
+    wait_listening(addr, program);
     Some(Proxy {
-        label: "HAProxy (`mode tcp`, splice forced, 1 MiB pipes)".into(),
+        label: label.into(),
         child,
         addr,
-        target_host: None,
+        target_host,
     })
 }
 

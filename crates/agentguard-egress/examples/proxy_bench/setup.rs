@@ -141,9 +141,7 @@ fn print_setup(
     for (((proxy, runs), cpu), trace) in all.iter().zip(results).zip(cpu).zip(traces) {
         let (r, p50, p99) = summarize(runs);
         rates.push(r);
-        let (calls, switches) = trace.map_or(("not counted".into(), "not counted".into()), |t| {
-            (per(t.0), per(t.1))
-        });
+        let (calls, switches) = Trace::cells(trace, per);
         println!(
             "| CONNECT to 200 through {} | {r:.0} | {p50:.0} | {p99:.0} | {:.2} | {:.0} | {calls} | {switches} |",
             proxy.label,
