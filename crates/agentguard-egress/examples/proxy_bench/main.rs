@@ -1,6 +1,6 @@
 //! Proxy benchmarks, side by side with what users would pick instead: the release
-//! `agentguard egress-proxy` binary, tinyproxy and squid, each a process of its own, against a
-//! baseline without any proxy, rounds alternating between them.
+//! `agentguard egress-proxy` binary, tinyproxy, squid and HAProxy, each a process of its own,
+//! against a baseline without any proxy, rounds alternating between them.
 //!
 //! * `throughput`: bytes from a loopback TCP source on 127.0.0.2 read directly, and through a
 //!   CONNECT tunnel of each proxy; also each proxy's CPU time (user + system, from /proc) per
