@@ -9,6 +9,10 @@
 //!    the host through `agentguard egress-proxy` directly; each client times its own data
 //!    phase (after the 200), so container start is not counted. Rounds alternate; medians.
 //!
+//! With `AGENTGUARD_BENCH_RELAY_BEFORE=PATH` (a relay built from an earlier commit), the
+//! download inside the container also runs with that relay (`AGENTGUARD_RELAY`), in the same
+//! rounds: the relay before and after, side by side.
+//!
 //! Usage: egress_bench AGENTGUARD_BINARY SCRATCH PROBE_IMAGE PYTEST_IMAGE [ROUNDS]
 
 use std::io::{BufRead, BufReader, Write};
@@ -92,6 +96,8 @@ struct Bench {
     target: String,
     dns: std::net::SocketAddr,
     port: u16,
+    /// An earlier relay to measure beside this one (`AGENTGUARD_BENCH_RELAY_BEFORE`).
+    relay_before: Option<String>,
 }
 
 impl Bench {
@@ -136,13 +142,23 @@ impl Bench {
             target,
             dns: dns.addr(),
             port,
+            relay_before: std::env::var("AGENTGUARD_BENCH_RELAY_BEFORE").ok(),
         }
     }
 
     /// `agentguard run CONFIG NAME`: its wall time and stdout.
     fn run(&self, config: &Path, name: &str) -> (f64, String) {
+        self.run_with(config, name, None)
+    }
+
+    /// [`Bench::run`] with the relay at `relay` (`AGENTGUARD_RELAY`), or the built-in one.
+    fn run_with(&self, config: &Path, name: &str, relay: Option<&str>) -> (f64, String) {
         let start = Instant::now();
-        let out = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        if let Some(relay) = relay {
+            command.env("AGENTGUARD_RELAY", relay);
+        }
+        let out = command
             .args(["run", "--config"])
             .arg(config)
             .arg(name)
@@ -171,7 +187,7 @@ impl Bench {
 
     /// Median MiB/s of the host's client through `agentguard egress-proxy`, and of the client
     /// in the container through the relay, alternating.
-    fn throughput(&self, rounds: usize) -> (f64, f64, f64) {
+    fn throughput(&self, rounds: usize) -> (f64, f64, f64, Option<f64>) {
         let mut proxy = Command::new(&self.binary)
             .args([
                 "egress-proxy",
@@ -197,6 +213,7 @@ impl Bench {
         let addr = line.trim().trim_start_matches("listening on ").to_owned();
         let (host, proxy_port) = addr.rsplit_once(':').expect("ip:port");
         let (mut host_rates, mut inside_rates, mut all_cpus) = (Vec::new(), Vec::new(), Vec::new());
+        let mut before = Vec::new();
         for _ in 0..rounds {
             let out = Command::new("python3")
                 .args(["-c", CLIENT, host, proxy_port, &self.target])
@@ -210,12 +227,22 @@ impl Bench {
             host_rates.push(rate(&String::from_utf8_lossy(&out.stdout)));
             inside_rates.push(rate(&self.run(&self.download_config, "download").1));
             all_cpus.push(rate(&self.run(&self.download_all_cpus, "download").1));
+            if let Some(relay) = &self.relay_before {
+                let config = &self.download_config;
+                before.push(rate(&self.run_with(config, "download", Some(relay)).1));
+            }
         }
         let _ = Command::new("kill")
             .args(["-TERM", &proxy.id().to_string()])
             .status();
         let _ = proxy.wait();
-        (median(host_rates), median(inside_rates), median(all_cpus))
+        let before = (!before.is_empty()).then(|| median(before));
+        (
+            median(host_rates),
+            median(inside_rates),
+            median(all_cpus),
+            before,
+        )
     }
 }
 
@@ -231,7 +258,7 @@ fn main() {
     let bench = Bench::new(binary, scratch, probe, pytest, &dns);
     let (n, e) = bench.start_cost(rounds);
     let downloads = rounds;
-    let (h, i, a) = bench.throughput(downloads);
+    let (h, i, a, before) = bench.throughput(downloads);
     println!(
         "| measurement | `network = \"none\"` or host (baseline) | `network = \"egress\"` | ratio |"
     );
@@ -250,6 +277,12 @@ fn main() {
         "| the same, the container with `cpus` = the machine's cores | {h:.0} MiB/s | {a:.0} MiB/s | {:.2} |",
         a / h
     );
+    if let Some(b) = before {
+        println!(
+            "| the same, default `cpus = 1`, with the relay before (`AGENTGUARD_BENCH_RELAY_BEFORE`) | {h:.0} MiB/s | {b:.0} MiB/s | {:.2} |",
+            b / h
+        );
+    }
     println!(
         "\n{rounds} alternating rounds of the start, {downloads} of the download; docker with its default runtime; the same Python client in both places."
     );

@@ -36,7 +36,7 @@ const GRAPH: &[(&str, &[&str])] = &[
         "agentguard-egress",
         &["agentguard-policy", "agentguard-audit", "agentguard-netpin"],
     ),
-    // The relay runs inside containers: std only, nothing of ours.
+    // The relay runs inside containers: std and rustix, nothing of ours.
     ("agentguard-relay", &[]),
     // The composition of a container with its per-run egress proxy.
     (

@@ -3,6 +3,8 @@
 //! fake DNS server, the TLS upstream with its test CA and curl are all real. The same
 //! properties are proven from inside real containers by the e2e suite.
 
+mod relay_data;
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
