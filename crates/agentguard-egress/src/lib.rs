@@ -21,6 +21,7 @@ mod forward;
 mod head;
 mod hello;
 mod limits;
+mod pipe;
 mod redact;
 mod response;
 mod route;

@@ -3,7 +3,8 @@
 //!
 //! A tunnel holds up to six descriptors: the client's socket, the upstream's, and a pipe
 //! (two descriptors) per direction once bytes flow; an idle tunnel holds two. The cap leaves
-//! a reserve for everything else (the listener, the audit log, resolver sockets, stdio).
+//! a reserve for everything else (the listener, the audit log, resolver sockets, stdio, the
+//! few empty pipes kept for the next tunnels).
 
 use std::time::Duration;
 
@@ -14,8 +15,9 @@ use crate::error::{Error, Result};
 
 /// The most descriptors one tunnel holds.
 pub const DESCRIPTORS_PER_TUNNEL: u64 = 6;
-/// Descriptors kept for the rest of the process.
-pub const RESERVED_DESCRIPTORS: u64 = 64;
+/// Descriptors kept for the rest of the process, and for the spare pipes the tunnels keep for
+/// their successors (two descriptors each).
+pub const RESERVED_DESCRIPTORS: u64 = 64 + 2 * crate::pipe::SPARE_PIPES as u64;
 /// The cap when the limit is unlimited.
 const UNLIMITED_CAP: usize = 1 << 20;
 
@@ -229,7 +231,7 @@ pub(crate) fn out_of_descriptors(err: &(dyn std::error::Error + 'static)) -> boo
 mod tests {
     #[test]
     fn the_cap_leaves_the_reserve_and_six_descriptors_a_tunnel() {
-        assert_eq!(super::connections_for(Some(20_000)), 3322);
+        assert_eq!(super::connections_for(Some(20_000)), 3320);
         assert_eq!(super::connections_for(Some(10)), 1);
         assert_eq!(super::connections_for(None), 1 << 20);
         let emfile = std::io::Error::from_raw_os_error(24);

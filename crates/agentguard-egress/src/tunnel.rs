@@ -2,9 +2,10 @@
 //!
 //! This is the proxy's hot path. On Linux each direction moves bytes with `splice(2)` through
 //! a pipe, socket to pipe to socket, so they never cross into user space (measured in
-//! docs/PERFORMANCE.md against the plain copy loop it replaced). The pipe is created when data
-//! first arrives, so an idle tunnel holds no pipe and no buffer; if a pipe cannot be created
-//! (out of file descriptors), that direction falls back to a copy through a 64 KiB buffer.
+//! docs/PERFORMANCE.md against the plain copy loop it replaced). The pipe is taken when data
+//! (or the FIN) first arrives, so an idle tunnel holds no pipe and no buffer; an empty pipe is
+//! kept for the next tunnel (`pipe.rs`). If a pipe cannot be created (out of file descriptors), that direction falls back to a
+//! copy through a 64 KiB buffer.
 //! Every write counts: the bytes moved and the tunnel's last activity are updated per write,
 //! not per chunk, so a tunnel that is moving bytes to a slow reader is never idle, and the
 //! byte counts are exact however the tunnel ends. When one side finishes sending, its FIN is
@@ -12,20 +13,19 @@
 //! for as long as it moves bytes, but no longer than the half-close timeout of silence.
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rustix::pipe::{PipeFlags, SpliceFlags, fcntl_setpipe_size, pipe_with, splice};
+use rustix::pipe::{SpliceFlags, splice};
 use tokio::io::Interest;
 
+use crate::pipe::{PIPE, Pipe};
 use crate::socket::{Socket, when_ready, when_writable};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 const BUFFER: usize = 64 * 1024;
-/// The pipe size asked for (the kernel's default is 64 KiB; up to pipe-max-size, 1 MiB).
-const PIPE: usize = 1024 * 1024;
 
 /// How a tunnel ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,34 +105,38 @@ fn finish(to: &impl AsFd) {
     let _ = rustix::net::shutdown(to, rustix::net::Shutdown::Write);
 }
 
-fn make_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
-    // A larger pipe means fewer system calls; the default is fine if the kernel refuses.
-    let _ = fcntl_setpipe_size(&write, PIPE);
-    Ok((read, write))
-}
-
-/// One direction: `from` to `to`, until `from` sends its FIN.
-async fn forward(from: &impl Socket, to: &impl Socket, meter: Meter<'_>) -> io::Result<()> {
+/// One direction: `from` to `to`, until `from` sends its FIN. The send queue of `to` is
+/// bounded before its first write (so a direction that moves nothing costs no system call).
+async fn forward(
+    from: &impl Socket,
+    to: &impl Socket,
+    meter: Meter<'_>,
+    idle: Duration,
+) -> io::Result<()> {
     from.ready(Interest::READABLE).await?;
-    let Ok((pipe_read, pipe_write)) = make_pipe() else {
-        return copy(from, to, meter).await;
+    let Ok(pipe) = Pipe::take() else {
+        return copy(from, to, meter, idle).await;
     };
     let flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
+    let mut bounded = false;
     loop {
         // The pipe is empty here, so EAGAIN can only mean the socket has nothing to read.
         let n = when_ready(from, Interest::READABLE, || {
-            Ok(splice(from, None, &pipe_write, None, PIPE, flags)?)
+            Ok(splice(from, None, &pipe.write, None, PIPE, flags)?)
         })
         .await?;
         if n == 0 {
             finish(to);
+            pipe.keep();
             return Ok(());
+        }
+        if !std::mem::replace(&mut bounded, true) {
+            bound_send_queue(to, idle);
         }
         let mut left = n;
         while left > 0 {
             let m =
-                when_writable(to, || Ok(splice(&pipe_read, None, to, None, left, flags)?)).await?;
+                when_writable(to, || Ok(splice(&pipe.read, None, to, None, left, flags)?)).await?;
             left -= m;
             meter.wrote(m);
         }
@@ -140,8 +144,14 @@ async fn forward(from: &impl Socket, to: &impl Socket, meter: Meter<'_>) -> io::
 }
 
 /// The portable fallback: a copy through a user-space buffer.
-async fn copy(from: &impl Socket, to: &impl Socket, meter: Meter<'_>) -> io::Result<()> {
+async fn copy(
+    from: &impl Socket,
+    to: &impl Socket,
+    meter: Meter<'_>,
+    idle: Duration,
+) -> io::Result<()> {
     let mut buf = vec![0u8; BUFFER];
+    let mut bounded = false;
     loop {
         let n = when_ready(from, Interest::READABLE, || {
             Ok(rustix::io::read(from, &mut buf)?)
@@ -150,6 +160,9 @@ async fn copy(from: &impl Socket, to: &impl Socket, meter: Meter<'_>) -> io::Res
         if n == 0 {
             finish(to);
             return Ok(());
+        }
+        if !std::mem::replace(&mut bounded, true) {
+            bound_send_queue(to, idle);
         }
         let mut written = 0;
         while written < n {
@@ -185,8 +198,6 @@ pub(crate) async fn run(
     timeouts: Timeouts,
     cancel: &CancellationToken,
 ) -> Stats {
-    bound_send_queue(client, timeouts.idle);
-    bound_send_queue(upstream, timeouts.idle);
     let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
     let activity = Activity {
         start: Instant::now(),
@@ -196,8 +207,8 @@ pub(crate) async fn run(
         moved,
         activity: &activity,
     };
-    let to_upstream = forward(client, upstream, meter(&up));
-    let to_client = forward(upstream, client, meter(&down));
+    let to_upstream = forward(client, upstream, meter(&up), timeouts.idle);
+    let to_client = forward(upstream, client, meter(&down), timeouts.idle);
     tokio::pin!(to_upstream, to_client);
     let (mut up_done, mut down_done) = (false, false);
     let end = loop {

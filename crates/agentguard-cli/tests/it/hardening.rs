@@ -320,15 +320,15 @@ async fn a_descriptor_limit_caps_connections_with_503_never_dns_failure() {
         .unwrap();
     dns.answer("pkgs.example.test", &[echo.addr().ip()]);
     let port = echo.addr().port();
-    // Idle tunnels hold two descriptors each: 60 of them need more than 100.
+    // Idle tunnels hold two descriptors each: 60 of them need more than 116.
     for (extra, cap, clients) in [
         (vec!["--grace", "0"], Some(6), 30),
         (vec!["--grace", "0", "--max-connections", "1000"], None, 60),
     ] {
         let args = args(&dns, port, &extra);
         let answers = tokio::task::spawn_blocking(move || {
-            // 100 descriptors: (100 - 64) / 6 = 6 tunnels by default.
-            let (child, addr) = proxy(&["prlimit", "--nofile=100:100"], &args, &[]);
+            // 116 descriptors: (116 - 80) / 6 = 6 tunnels by default.
+            let (child, addr) = proxy(&["prlimit", "--nofile=116:116"], &args, &[]);
             let mut held = Vec::new();
             let mut answers = Vec::new();
             for _ in 0..clients {
