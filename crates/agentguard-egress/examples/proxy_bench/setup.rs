@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::peers::{Proxy, Trace, median, percentile, proxies};
-use crate::{SETUP_CONNECTIONS, SETUP_ROUNDS, SOURCE_IP, connect_via, direct, source, source_port};
+use crate::{SETUP_CONNECTIONS, SETUP_ROUNDS, SOURCE_IP, connect_via, direct, source_port};
 
 /// Sequential round trips: returns (per second, p50, p99).
 async fn round_trips(n: usize, mut one: impl AsyncFnMut()) -> (f64, Duration, Duration) {
@@ -31,10 +31,12 @@ async fn round_trips(n: usize, mut one: impl AsyncFnMut()) -> (f64, Duration, Du
     )
 }
 
-/// What HAProxy relays to in the setup modes: reads a request head, answers 200 as a CONNECT
-/// proxy would, then reads (and drops) what follows, such as a ClientHello, until the close.
-async fn responder() -> SocketAddr {
-    let listener = TcpListener::bind((SOURCE_IP, 0))
+/// The upstream of every path in the setup modes, on `port`. To a request head (HAProxy relays
+/// the client's CONNECT) it answers 200 as a CONNECT proxy would; it reads (and drops) what
+/// follows, such as a ClientHello, and closes when its client does, as a server does. Every
+/// path meets the same upstream doing the same work per connection.
+async fn responder(port: u16) -> SocketAddr {
+    let listener = TcpListener::bind((SOURCE_IP, port))
         .await
         .expect("bind responder");
     let addr = listener.local_addr().expect("responder address");
@@ -63,15 +65,8 @@ async fn responder() -> SocketAddr {
 pub(crate) async fn setup(binary: &str, extra: &[String], dir: &Path) {
     let dns = FakeDns::start().await;
     dns.answer_with_ttl("bulk.example.test", &[SOURCE_IP], 300);
-    let upstream = source(0, source_port()).await;
-    let all = proxies(
-        binary,
-        extra,
-        dns.addr(),
-        upstream.port(),
-        responder().await,
-        dir,
-    );
+    let upstream = responder(source_port()).await;
+    let all = proxies(binary, extra, dns.addr(), upstream.port(), upstream, dir);
     // A relay forwards the CONNECT to its responder, which answers it.
     let targets: Vec<String> = all
         .iter()
