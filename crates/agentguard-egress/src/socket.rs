@@ -62,6 +62,12 @@ pub(crate) async fn when_writable<R>(
     socket: &impl Socket,
     mut f: impl FnMut() -> io::Result<R>,
 ) -> io::Result<R> {
+    // Writable as far as the runtime knows (the usual case while bytes flow): write now,
+    // with no timer made (arming one can cost the runtime a wakeup of its own).
+    match socket.attempt(Interest::WRITABLE, &mut f) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+        other => return other,
+    }
     loop {
         let ready = tokio::select! {
             ready = socket.ready(Interest::WRITABLE) => { ready?; true }
