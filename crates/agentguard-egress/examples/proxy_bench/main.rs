@@ -39,7 +39,7 @@ const CHUNK: usize = 256 * 1024;
 const THROUGHPUT_MIB: u64 = 1024;
 const THROUGHPUT_ROUNDS: usize = 5;
 const SETUP_CONNECTIONS: usize = 2000;
-const SETUP_ROUNDS: usize = 3;
+const SETUP_ROUNDS: usize = 9;
 
 /// A source on `port` (0 for a free one) that writes `bytes` to every connection, then closes.
 /// It reads (and drops) whatever the client sends, such as a ClientHello: closing with unread

@@ -82,9 +82,12 @@ pub(crate) async fn setup(binary: &str, extra: &[String], dir: &Path) {
     let mut base = Vec::new();
     let mut results: Vec<Vec<(f64, Duration, Duration)>> = vec![Vec::new(); all.len()];
     let mut cpu = vec![0.0; all.len()];
-    for _ in 0..SETUP_ROUNDS {
+    for round in 0..SETUP_ROUNDS {
         base.push(round_trips(SETUP_CONNECTIONS, async || drop(direct(upstream).await)).await);
-        for (i, (proxy, target)) in all.iter().zip(&targets).enumerate() {
+        // Each round starts with the next path, so no path always runs first.
+        for k in 0..all.len() {
+            let i = (round + k) % all.len();
+            let (proxy, target) = (&all[i], &targets[i]);
             let before = proxy.cpu_seconds();
             results[i].push(
                 round_trips(SETUP_CONNECTIONS, async || {
@@ -151,7 +154,7 @@ fn print_setup(
         .map(|(p, r)| format!("{:.2}x {}", rates[0] / r, p.label))
         .collect();
     println!(
-        "\n{SETUP_CONNECTIONS} sequential round trips per round, {SETUP_ROUNDS} rounds (medians); system calls and switches from `perf stat` over one more round each. `agentguard egress-proxy` in this run: {}.",
+        "\n{SETUP_CONNECTIONS} sequential round trips per round, {SETUP_ROUNDS} rounds, each starting with the next path (medians); system calls and switches from `perf stat` over one more round each. `agentguard egress-proxy` in this run: {}.",
         against.join(", ")
     );
 }
