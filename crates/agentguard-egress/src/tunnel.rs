@@ -21,7 +21,7 @@ use rustix::pipe::{SpliceFlags, splice};
 use tokio::io::Interest;
 
 use crate::pipe::{PIPE, Pipe};
-use crate::socket::{Socket, when_ready, when_writable};
+use crate::socket::{Socket, bound_send_queue, when_ready, when_writable};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
@@ -170,24 +170,6 @@ async fn copy(
             written += m;
             meter.wrote(m);
         }
-    }
-}
-
-/// The slowest reader the idle timeout never cuts while it reads, bytes per second.
-pub(crate) const MIN_READ_RATE: u64 = 16 * 1024;
-
-/// Bounds what the kernel queues for `socket`'s reader to what [`MIN_READ_RATE`] drains in
-/// half the idle timeout. The pump cannot see that queue drain (no safe system call reports
-/// it), only its own writes: with the queue bounded, a reader that takes at least
-/// `MIN_READ_RATE` makes room for a write well within every idle timeout, and the last bytes
-/// left queued when the upstream goes quiet are read before the tunnel could be idle. Only
-/// short idle timeouts lower the buffer; the default (300 s) leaves the kernel's own.
-fn bound_send_queue(socket: &impl AsFd, idle: Duration) {
-    let most = (idle.as_millis() as u64).saturating_mul(MIN_READ_RATE) / 2000;
-    let most = usize::try_from(most).unwrap_or(usize::MAX);
-    if rustix::net::sockopt::socket_send_buffer_size(socket).is_ok_and(|now| now > most) {
-        // The kernel doubles what it is asked for (and keeps a floor of about 4 KiB).
-        let _ = rustix::net::sockopt::set_socket_send_buffer_size(socket, (most / 2).max(2048));
     }
 }
 
