@@ -4,8 +4,8 @@
 //! a pipe, socket to pipe to socket, so they never cross into user space (measured in
 //! docs/PERFORMANCE.md against the plain copy loop it replaced). The pipe is taken when data
 //! (or the FIN) first arrives, so an idle tunnel holds no pipe and no buffer; an empty pipe is
-//! kept for the next tunnel (`pipe.rs`). If a pipe cannot be created (out of file descriptors), that direction falls back to a
-//! copy through a 64 KiB buffer.
+//! kept for the next tunnel (`pipe.rs`). If a pipe cannot be created (out of file
+//! descriptors), that direction falls back to a copy through a 64 KiB buffer.
 //! Every write counts: the bytes moved and the tunnel's last activity are updated per write,
 //! not per chunk, so a tunnel that is moving bytes to a slow reader is never idle, and the
 //! byte counts are exact however the tunnel ends. When one side finishes sending, its FIN is

@@ -179,7 +179,7 @@ fn one_way(from: &mut (impl Read + AsFd), mut to: impl AsFd + Write) -> io::Resu
             Spliced::Unsupported => {}
         }
     }
-    copy(from, to).map(drop)
+    copy(from, to)
 }
 
 /// What [`spliced`] did.
@@ -245,17 +245,15 @@ fn spliced(
     }
 }
 
-fn copy(from: &mut impl Read, mut to: impl Write) -> io::Result<u64> {
+fn copy(from: &mut impl Read, mut to: impl Write) -> io::Result<()> {
     let mut buf = vec![0u8; BUFFER];
-    let mut total = 0;
     loop {
         let n = match from.read(&mut buf) {
-            Ok(0) => return Ok(total),
+            Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
         to.write_all(&buf[..n])?;
-        total += n as u64;
     }
 }
