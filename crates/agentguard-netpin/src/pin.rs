@@ -64,6 +64,37 @@ pub async fn pin(
     })
 }
 
+/// Connects to `addr` with `TCP_NODELAY` set. The connect is made non-blocking and its
+/// completion checked at once: where the kernel completes the handshake within the call (an
+/// upstream on this machine, over loopback), the stream is returned without a turn of the
+/// event loop, so no other connection's work runs between this dial and the caller's next
+/// step (measured in docs/PERFORMANCE.md, "Connection setup"). Otherwise it waits for the
+/// socket to become writable, as tokio's own connect does, and reports the connect's error.
+async fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let family = match addr {
+        SocketAddr::V4(_) => AddressFamily::INET,
+        SocketAddr::V6(_) => AddressFamily::INET6,
+    };
+    let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+    let socket = rustix::net::socket_with(family, SocketType::STREAM, flags, None)?;
+    rustix::net::sockopt::set_tcp_nodelay(&socket, true)?;
+    match rustix::net::connect(&socket, &addr) {
+        Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let stream = TcpStream::from_std(std::net::TcpStream::from(socket))?;
+    // A peer address means the handshake is complete; until then (or after a refusal) the
+    // kernel answers ENOTCONN, and writability marks the end either way.
+    if stream.peer_addr().is_err() {
+        stream.writable().await?;
+        if let Some(e) = stream.take_error()? {
+            return Err(e);
+        }
+    }
+    Ok(stream)
+}
+
 /// Connects to the pinned addresses in order and returns the first stream that connects.
 /// Never resolves anything.
 ///
@@ -82,11 +113,8 @@ pub async fn dial(
         let addr = SocketAddr::new(*ip, port);
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let share = left / u32::try_from(pinned.addrs.len() - i).unwrap_or(u32::MAX);
-        match tokio::time::timeout(share, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => {
-                let _ = stream.set_nodelay(true);
-                return Ok((stream, addr));
-            }
+        match tokio::time::timeout(share, connect(addr)).await {
+            Ok(Ok(stream)) => return Ok((stream, addr)),
             Ok(Err(e)) => failures.push((addr, e)),
             Err(_) => {
                 timed_out += 1;

@@ -2,6 +2,7 @@
 //! (the kernel then drops the SYN, so a connect hangs as it would towards a silent host).
 //! Time is tokio's paused clock: the test measures the dial's virtual time, never the wall.
 
+use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -83,4 +84,88 @@ async fn a_hanging_first_address_leaves_time_for_the_next() {
         spent <= timeout / 2 + Duration::from_secs(1),
         "spent {spent:?}"
     );
+}
+
+fn pinned(addrs: &[IpAddr]) -> PinnedHost {
+    PinnedHost {
+        addrs: addrs.to_vec(),
+        ..host(&[])
+    }
+}
+
+/// A dial to a listener on this machine completes inside the connect call (the kernel runs
+/// the loopback handshake there), so the dial is ready at its first poll, without waiting for
+/// the runtime's next turn. Tried twenty times: a loaded kernel may defer its network work
+/// now and then, but a dial that always waits for the runtime never passes.
+#[tokio::test]
+async fn a_dial_over_loopback_is_ready_at_its_first_poll_with_nodelay() {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .expect("bind");
+    let target = listener.local_addr().expect("addr");
+    let pinned = pinned(&[target.ip()]);
+    let mut at_once = 0;
+    for _ in 0..20 {
+        let mut dial = std::pin::pin!(dial(&pinned, target.port(), Duration::from_secs(5)));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let (stream, dialed) = match dial.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(outcome) => {
+                at_once += 1;
+                outcome.expect("dial")
+            }
+            std::task::Poll::Pending => dial.await.expect("dial"),
+        };
+        assert_eq!(dialed, target);
+        assert_eq!(stream.peer_addr().expect("peer"), target);
+        assert!(stream.nodelay().expect("nodelay"), "TCP_NODELAY is not set");
+        let (accepted, _) = listener.accept().await.expect("accept");
+        assert_eq!(
+            accepted.peer_addr().expect("peer"),
+            stream.local_addr().expect("local")
+        );
+    }
+    assert!(at_once > 0, "no dial of 20 was ready at its first poll");
+}
+
+/// An address that refuses (nothing listens there) is reported with the kernel's error, and
+/// the next address is tried.
+#[tokio::test]
+async fn a_refusing_address_is_reported_and_the_next_one_tried() {
+    let good = TcpListener::bind((Ipv4Addr::new(127, 0, 0, 8), 0))
+        .await
+        .expect("bind");
+    let port = good.local_addr().expect("addr").port();
+    let refusing = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7));
+    match dial(&pinned(&[refusing]), port, Duration::from_secs(5)).await {
+        Err(DialError::Connect { name, attempts }) => {
+            assert_eq!(name, "slow.example.test");
+            assert_eq!(attempts.len(), 1);
+            assert_eq!(attempts[0].0, SocketAddr::new(refusing, port));
+            assert_eq!(attempts[0].1.kind(), std::io::ErrorKind::ConnectionRefused);
+        }
+        other => panic!("expected a refused connect, got {other:?}"),
+    }
+    let both = pinned(&[refusing, IpAddr::V4(Ipv4Addr::new(127, 0, 0, 8))]);
+    let (_stream, dialed) = dial(&both, port, Duration::from_secs(5))
+        .await
+        .expect("the second address");
+    assert_eq!(dialed, good.local_addr().expect("addr"));
+}
+
+/// IPv6 addresses are dialed as IPv6 (a socket of that family).
+#[tokio::test]
+async fn an_ipv6_address_is_dialed() {
+    let listener = TcpListener::bind((std::net::Ipv6Addr::LOCALHOST, 0))
+        .await
+        .expect("bind ::1 (this machine's loopback has IPv6)");
+    let target = listener.local_addr().expect("addr");
+    let (stream, dialed) = dial(
+        &pinned(&[target.ip()]),
+        target.port(),
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("dial ::1");
+    assert_eq!(dialed, target);
+    assert!(stream.local_addr().expect("local").is_ipv6());
 }
