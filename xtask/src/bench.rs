@@ -26,7 +26,7 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "tunnel",
         "agentguard-egress",
         "proxy_bench",
-        "Tunnel throughput: 1 GiB from a loopback TCP source on 127.0.0.2, read directly (the baseline) and through a CONNECT tunnel of the release `agentguard egress-proxy` binary, tinyproxy and squid, each its own process configured to allow the same CONNECT, and through HAProxy 2.6 in `mode tcp` (a relay that decides nothing, splicing forced both ways with 1 MiB pipes); each proxy's CPU time per GiB, the endpoints' (client and source) CPU per GiB, and the proxy's system calls and context switches per GiB counted by `perf stat` over one more transfer. Client, source and proxies share the machine's cores.",
+        "Tunnel throughput: 1 GiB from a loopback TCP source on 127.0.0.2, read directly (the baseline) and through a CONNECT tunnel of the release `agentguard egress-proxy` binary, tinyproxy and squid, each its own process configured to allow the same CONNECT, and through HAProxy 2.6 in `mode tcp` (a relay that decides nothing, splicing forced both ways with 1 MiB pipes); each proxy's CPU time per GiB, the endpoints' (client and source) CPU per GiB, the whole machine's busy CPU per GiB (every core, so kernel work charged to no process counts too), and the proxy's system calls and context switches per GiB counted by `perf stat` over one more transfer. Client, source and proxies share the machine's cores.",
     ),
     (
         "connect",

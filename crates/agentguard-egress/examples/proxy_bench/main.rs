@@ -30,7 +30,7 @@ use agentguard_test_support::FakeDns;
 mod peers;
 mod setup;
 
-use peers::{Proxy, Trace, median, proxies, start_agentguard_with};
+use peers::{Proxy, Trace, machine_cpu_seconds, median, proxies, start_agentguard_with};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -186,16 +186,19 @@ async fn throughput(binary: &str, extra: &[String], dir: &Path) {
     dns.answer_with_ttl("bulk.example.test", &[SOURCE_IP], 300);
     let source = source(bytes, source_port()).await;
     let all = proxies(binary, extra, dns.addr(), source.port(), source, dir);
-    let mut base = (Vec::new(), 0.0);
-    // Per path: rates, the proxy's CPU seconds, the endpoints' (this process's) CPU seconds.
-    let mut rates = vec![(Vec::new(), 0.0, 0.0); all.len()];
+    let mut base = (Vec::new(), 0.0, 0.0);
+    // Per path: rates, the proxy's CPU seconds, the endpoints' (this process's) CPU seconds,
+    // the whole machine's busy CPU seconds.
+    let mut rates = vec![(Vec::new(), 0.0, 0.0, 0.0); all.len()];
     for _ in 0..THROUGHPUT_ROUNDS {
-        let (start, cpu) = (Instant::now(), endpoints_cpu());
+        let (start, cpu, machine) = (Instant::now(), endpoints_cpu(), machine_cpu_seconds());
         base.0
             .push(drain(direct(source).await, start, bytes, 0, "direct").await);
         base.1 += endpoints_cpu() - cpu;
+        base.2 += machine_cpu_seconds() - machine;
         for (i, proxy) in all.iter().enumerate() {
-            let (cpu, ours) = (proxy.cpu_seconds(), endpoints_cpu());
+            let (cpu, ours, machine) =
+                (proxy.cpu_seconds(), endpoints_cpu(), machine_cpu_seconds());
             let start = Instant::now();
             let (stream, already) = tunnel_via(proxy, source).await;
             rates[i]
@@ -203,6 +206,7 @@ async fn throughput(binary: &str, extra: &[String], dir: &Path) {
                 .push(drain(stream, start, bytes, already, &proxy.label).await);
             rates[i].1 += proxy.cpu_seconds() - cpu;
             rates[i].2 += endpoints_cpu() - ours;
+            rates[i].3 += machine_cpu_seconds() - machine;
         }
     }
     // One more transfer each, with perf counting the proxy's system calls and switches.
@@ -217,35 +221,39 @@ async fn throughput(binary: &str, extra: &[String], dir: &Path) {
     let per_gib = |n: u64| format!("{:.0}", n as f64 * 1024.0 / THROUGHPUT_MIB as f64);
     let b = median(base.0);
     println!(
-        "| path | MiB/s | ratio to direct | proxy CPU s per GiB | endpoints CPU s per GiB | proxy system calls per GiB | proxy context switches per GiB |"
+        "| path | MiB/s | ratio to direct | proxy CPU s per GiB | endpoints CPU s per GiB | machine CPU s per GiB | proxy system calls per GiB | proxy context switches per GiB |"
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     println!(
-        "| direct loopback TCP (baseline) | {b:.0} | 1.00 | - | {:.2} | - | - |",
-        base.1 / gib
+        "| direct loopback TCP (baseline) | {b:.0} | 1.00 | - | {:.2} | {:.2} | - | - |",
+        base.1 / gib,
+        base.2 / gib
     );
     let mut summary = Vec::new();
-    for ((proxy, (r, cpu, ours)), trace) in all.iter().zip(rates).zip(traces) {
+    for ((proxy, (r, cpu, ours, machine)), trace) in all.iter().zip(rates).zip(traces) {
         let o = median(r);
-        summary.push((o, cpu / gib));
+        summary.push((o, cpu / gib, machine / gib));
         let (calls, switches) = Trace::cells(trace, per_gib);
         println!(
-            "| through {} | {o:.0} | {:.2} | {:.2} | {:.2} | {calls} | {switches} |",
+            "| through {} | {o:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {calls} | {switches} |",
             proxy.label,
             o / b,
             cpu / gib,
-            ours / gib
+            ours / gib,
+            machine / gib
         );
     }
     if let Some(h) = all.iter().position(|p| p.target_host.is_none()) {
         println!(
-            "\n`agentguard egress-proxy` against HAProxy in this run: {:.2}x the throughput, at {:.2}x its CPU per GiB.",
+            "\n`agentguard egress-proxy` against HAProxy in this run: {:.2}x the throughput, at {:.2}x its CPU per GiB ({:.2}x the machine's).",
             summary[0].0 / summary[h].0,
-            summary[0].1 / summary[h].1
+            summary[0].1 / summary[h].1,
+            summary[0].2 / summary[h].2
         );
     }
     println!(
-        "\n{THROUGHPUT_MIB} MiB per transfer, {THROUGHPUT_ROUNDS} rounds; endpoints are the client and source (this process); system calls and switches from `perf stat` over one more transfer each."
+        "\n{THROUGHPUT_MIB} MiB per transfer, {THROUGHPUT_ROUNDS} rounds; endpoints are the client and source (this process); machine CPU is every core's busy time during the transfers (from /proc/stat: the proxy, the endpoints, and kernel work charged to neither), {} cores; system calls and switches from `perf stat` over one more transfer each.",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
     );
 }
 

@@ -45,6 +45,30 @@ pub(crate) fn cpu_seconds_of(pid: &str) -> f64 {
     (fields.get(10).copied().unwrap_or(0) + fields.get(11).copied().unwrap_or(0)) as f64 / 100.0
 }
 
+/// Busy CPU seconds of the whole machine so far (every core; from /proc/stat, everything but
+/// idle and iowait): what a path costs including the kernel work done outside the proxy's own
+/// process (softirqs charged to whichever task they interrupt, kernel threads).
+pub(crate) fn machine_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+    let busy: u64 = ticks
+        .iter()
+        .take(8)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, t)| t)
+        .sum();
+    busy as f64 / 100.0
+}
+
 /// System calls and context switches of a process over a span, counted by `perf stat`
 /// attached to all its threads (counting, not sampling).
 pub(crate) struct Trace(Child);
