@@ -78,9 +78,11 @@ async fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
     };
     let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
     let socket = rustix::net::socket_with(family, SocketType::STREAM, flags, None)?;
-    rustix::net::sockopt::set_tcp_nodelay(&socket, true)?;
+    // A latency setting, not a safety one: a socket that refuses it is still dialed.
+    let _ = rustix::net::sockopt::set_tcp_nodelay(&socket, true);
     match rustix::net::connect(&socket, &addr) {
-        Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
+        // An interrupted non-blocking connect goes on in the background, as one in progress.
+        Ok(()) | Err(rustix::io::Errno::INPROGRESS | rustix::io::Errno::INTR) => {}
         Err(e) => return Err(e.into()),
     }
     let stream = TcpStream::from_std(std::net::TcpStream::from(socket))?;
