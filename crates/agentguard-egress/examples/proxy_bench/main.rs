@@ -186,27 +186,22 @@ async fn throughput(binary: &str, extra: &[String], dir: &Path) {
     dns.answer_with_ttl("bulk.example.test", &[SOURCE_IP], 300);
     let source = source(bytes, source_port()).await;
     let all = proxies(binary, extra, dns.addr(), source.port(), source, dir);
-    let mut base = (Vec::new(), 0.0, 0.0);
-    // Per path: rates, the proxy's CPU seconds, the endpoints' (this process's) CPU seconds,
-    // the whole machine's busy CPU seconds.
-    let mut rates = vec![(Vec::new(), 0.0, 0.0, 0.0); all.len()];
+    // Per path (the first is direct): the rates and the CPU seconds spent over all rounds.
+    let mut paths = vec![(Vec::new(), Cpu::default()); all.len() + 1];
     for _ in 0..THROUGHPUT_ROUNDS {
-        let (start, cpu, machine) = (Instant::now(), endpoints_cpu(), machine_cpu_seconds());
-        base.0
-            .push(drain(direct(source).await, start, bytes, 0, "direct").await);
-        base.1 += endpoints_cpu() - cpu;
-        base.2 += machine_cpu_seconds() - machine;
-        for (i, proxy) in all.iter().enumerate() {
-            let (cpu, ours, machine) =
-                (proxy.cpu_seconds(), endpoints_cpu(), machine_cpu_seconds());
+        for (i, (rates, spent)) in paths.iter_mut().enumerate() {
+            let proxy = i.checked_sub(1).map(|p| &all[p]);
+            let before = Cpu::now(proxy);
             let start = Instant::now();
-            let (stream, already) = tunnel_via(proxy, source).await;
-            rates[i]
-                .0
-                .push(drain(stream, start, bytes, already, &proxy.label).await);
-            rates[i].1 += proxy.cpu_seconds() - cpu;
-            rates[i].2 += endpoints_cpu() - ours;
-            rates[i].3 += machine_cpu_seconds() - machine;
+            let rate = match proxy {
+                None => drain(direct(source).await, start, bytes, 0, "direct").await,
+                Some(proxy) => {
+                    let (stream, already) = tunnel_via(proxy, source).await;
+                    drain(stream, start, bytes, already, &proxy.label).await
+                }
+            };
+            rates.push(rate);
+            spent.add_since(&before, proxy);
         }
     }
     // One more transfer each, with perf counting the proxy's system calls and switches.
@@ -219,28 +214,30 @@ async fn throughput(binary: &str, extra: &[String], dir: &Path) {
     }
     let gib = (bytes * THROUGHPUT_ROUNDS as u64) as f64 / (1024.0 * 1024.0 * 1024.0);
     let per_gib = |n: u64| format!("{:.0}", n as f64 * 1024.0 / THROUGHPUT_MIB as f64);
-    let b = median(base.0);
+    let mut paths = paths.into_iter();
+    let (base, base_cpu) = paths.next().expect("the direct path");
+    let b = median(base);
     println!(
         "| path | MiB/s | ratio to direct | proxy CPU s per GiB | endpoints CPU s per GiB | machine CPU s per GiB | proxy system calls per GiB | proxy context switches per GiB |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     println!(
         "| direct loopback TCP (baseline) | {b:.0} | 1.00 | - | {:.2} | {:.2} | - | - |",
-        base.1 / gib,
-        base.2 / gib
+        base_cpu.endpoints / gib,
+        base_cpu.machine / gib
     );
     let mut summary = Vec::new();
-    for ((proxy, (r, cpu, ours, machine)), trace) in all.iter().zip(rates).zip(traces) {
-        let o = median(r);
-        summary.push((o, cpu / gib, machine / gib));
+    for ((proxy, (rates, cpu)), trace) in all.iter().zip(paths).zip(traces) {
+        let o = median(rates);
+        summary.push((o, cpu.proxy / gib, cpu.machine / gib));
         let (calls, switches) = Trace::cells(trace, per_gib);
         println!(
             "| through {} | {o:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {calls} | {switches} |",
             proxy.label,
             o / b,
-            cpu / gib,
-            ours / gib,
-            machine / gib
+            cpu.proxy / gib,
+            cpu.endpoints / gib,
+            cpu.machine / gib
         );
     }
     if let Some(h) = all.iter().position(|p| p.target_host.is_none()) {
@@ -257,9 +254,32 @@ async fn throughput(binary: &str, extra: &[String], dir: &Path) {
     );
 }
 
-/// CPU seconds this process (the client and the source) has used so far.
-fn endpoints_cpu() -> f64 {
-    peers::cpu_seconds_of("self")
+/// CPU seconds: the proxy's (none on the direct path), the endpoints' (this process: the
+/// client and the source), and the whole machine's busy time.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cpu {
+    proxy: f64,
+    endpoints: f64,
+    machine: f64,
+}
+
+impl Cpu {
+    /// The clocks now.
+    fn now(proxy: Option<&Proxy>) -> Cpu {
+        Cpu {
+            proxy: proxy.map_or(0.0, Proxy::cpu_seconds),
+            endpoints: peers::cpu_seconds_of("self"),
+            machine: machine_cpu_seconds(),
+        }
+    }
+
+    /// Adds what each clock moved since `before`.
+    fn add_since(&mut self, before: &Cpu, proxy: Option<&Proxy>) {
+        let now = Cpu::now(proxy);
+        self.proxy += now.proxy - before.proxy;
+        self.endpoints += now.endpoints - before.endpoints;
+        self.machine += now.machine - before.machine;
+    }
 }
 
 /// The proxy's resident memory in KiB and its open file descriptors.

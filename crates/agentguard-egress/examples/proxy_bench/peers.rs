@@ -58,15 +58,10 @@ pub(crate) fn machine_cpu_seconds() -> f64 {
         .skip(1)
         .filter_map(|f| f.parse().ok())
         .collect();
-    // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
-    let busy: u64 = ticks
-        .iter()
-        .take(8)
-        .enumerate()
-        .filter(|(i, _)| *i != 3 && *i != 4)
-        .map(|(_, t)| t)
-        .sum();
-    busy as f64 / 100.0
+    // user nice system idle iowait irq softirq steal: all but idle and iowait are busy.
+    let all: u64 = ticks.iter().take(8).sum();
+    let waiting = ticks.get(3).unwrap_or(&0) + ticks.get(4).unwrap_or(&0);
+    (all - waiting) as f64 / 100.0
 }
 
 /// System calls and context switches of a process over a span, counted by `perf stat`
