@@ -19,6 +19,7 @@ pub(crate) const TARGETS: &[&str] = &[
     "config",
     "params",
     "route_target",
+    "route_response",
 ];
 
 pub(crate) fn run(args: &[String]) -> Result<()> {

@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use agentguard_audit::{Decision, Event, error_chain};
 use agentguard_netpin::{DialError, dial};
+use agentguard_policy::Authority;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
@@ -109,6 +110,25 @@ fn route_target(shared: &Shared, head: &[u8]) -> Option<String> {
         .map(|line| line.target.to_owned())
 }
 
+/// A CONNECT the proxy stopped while deciding: its name may already be with the resolver (a
+/// command can put data in a name under an allowed wildcard and exit), so every CONNECT read
+/// leaves its event.
+async fn stopped(shared: &Shared, client: impl Client, head: &[u8], peer: &str) {
+    let refusal = Refusal::new(
+        RefusalKind::ShuttingDown,
+        "the proxy stopped before this request was decided",
+    );
+    refused(shared, client, &connect_target(head), peer, refusal).await;
+}
+
+/// The canonical `host:port` of a CONNECT head, or its target as sent.
+fn connect_target(head: &[u8]) -> String {
+    parse_head(head)
+        .ok()
+        .and_then(|line| Authority::parse(line.target, None).ok())
+        .map_or_else(|| raw_target(head), |a| a.to_string())
+}
+
 /// The printable form of a target that could not be parsed, for the audit log.
 fn raw_target(buf: &[u8]) -> String {
     let line = buf.split(|b| *b == b'\n').next().unwrap_or_default();
@@ -140,11 +160,11 @@ pub(crate) async fn handle(
         Err(Some(refusal)) => return refused(&shared, client, "", &peer, refusal).await,
     };
     if let Some(target) = route_target(&shared, &buf[..end]) {
-        return crate::forward::serve(shared, client, buf, target, peer, cancel).await;
+        return crate::forward::serve(shared, client, (buf, end), target, peer, cancel).await;
     }
     let deadline = tokio::time::Instant::now() + shared.limits.connect_timeout;
     let decided = tokio::select! {
-        () = cancel.cancelled() => return,
+        () = cancel.cancelled() => return stopped(&shared, client, &buf[..end], &peer).await,
         decided = tokio::time::timeout_at(deadline, decide(&shared, &buf[..end])) => decided,
     };
     let allowed = match decided {

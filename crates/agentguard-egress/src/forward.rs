@@ -5,11 +5,14 @@
 //! the method, the path inside the route's prefixes, the declared body size. Only then is
 //! the upstream reached, as netpin reaches it (pinned public DNS, the dial deadline, verified
 //! TLS), and sent the client's request with the hop-by-hop headers, `Host`, `Authorization`,
-//! `Proxy-Authorization`, `Cookie` and the route's own header dropped, and the proxy's `Host`,
-//! credential and `Accept-Encoding: identity` set. The response comes back as it streams,
-//! with the secret replaced wherever it occurs, a compressed body refused (redaction could
-//! not see into it), redirects passed back with a `Location` inside the upstream base
-//! pointing at the route. One request per connection; its event is recorded when it ends.
+//! `Proxy-Authorization`, `Cookie`, `Range`, the method-override and URL-rewrite headers and
+//! the route's own header dropped (`route_headers.rs`), and the proxy's `Host`, credential and
+//! `Accept-Encoding: identity` set. The response comes back as it streams, under the status
+//! code's canonical reason phrase (never the upstream's), without cookies, with the secret
+//! replaced wherever it occurs in any form `redact.rs` knows; an encoded body or a 206 is
+//! refused before a byte is sent (redaction could not see into it, or it is a piece);
+//! redirects are passed back with a `Location` inside the upstream base pointing at the route.
+//! One request per connection; its event is recorded when it ends.
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -24,12 +27,13 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio_util::sync::CancellationToken;
 
+use crate::head::{check_route_head, parse_head};
 use crate::redact::Redactor;
-use crate::response::{Refusal, RefusalKind};
+use crate::response::{Refusal, RefusalKind, refuse};
 use crate::route::Route;
 use crate::route_body::{Capped, Counters, Prefixed, RouteBody, Streaming};
 use crate::route_headers::{request_headers, response_headers};
-use crate::route_target::{TargetError, parse_route_target, path_allowed};
+use crate::route_target::{TargetError, as_sent, parse_route_target, path_allowed};
 use crate::shared::{Client, Shared};
 use crate::upstream::{connect, too_large, upstream_failed};
 
@@ -52,17 +56,41 @@ struct Request1 {
     outcome: Mutex<Outcome>,
 }
 
-/// Serves the one route request on `client`, whose first bytes (`read`, the head and
-/// whatever followed it) were already read; records its event.
+/// Serves the one route request on `client`, whose first bytes (`read`: the head, `head_len`
+/// bytes, and whatever followed it) were already read; records its event.
 pub(crate) async fn serve(
     shared: Arc<Shared>,
     client: impl Client,
-    read: Vec<u8>,
+    (read, head_len): (Vec<u8>, usize),
     target: String,
     peer: String,
     cancel: CancellationToken,
 ) {
     let started = Instant::now();
+    // A head hyper would answer with its own bare 400 is refused here, with the reason
+    // headers every refusal carries.
+    if let Err(message) = check_route_head(&read[..head_len]) {
+        let (route, path) = as_sent(&target);
+        let method = parse_head(&read[..head_len])
+            .map(|line| line.method.to_owned())
+            .unwrap_or_default();
+        let refusal = Refusal::new(RefusalKind::MalformedRequest, message);
+        let event = Event::egress_route(
+            refusal.kind.decision(),
+            refusal.kind.code(),
+            &route,
+            &path,
+            &peer,
+        )
+        .data("method", method.as_str())
+        .data("status", refusal.kind.status())
+        .data("bytes_up", 0u64)
+        .data("bytes_down", 0u64)
+        .data("duration_ms", started.elapsed().as_millis() as u64)
+        .data("message", refusal.audit_message());
+        shared.record(event).await;
+        return refuse(client, &refusal).await;
+    }
     let request = Arc::new(Request1 {
         shared: Arc::clone(&shared),
         target,
@@ -197,6 +225,11 @@ async fn forward(
     req: Request<Incoming>,
 ) -> Result<Response<RouteBody>, Refusal> {
     let shared = &request.shared;
+    let (route, path) = as_sent(&request.target);
+    request.set(|o| {
+        o.route = route;
+        o.path = path;
+    });
     let target = parse_route_target(&request.target, shared.route_port).map_err(|e| match e {
         TargetError::NotLocal(m) => Refusal::new(
             RefusalKind::MethodNotAllowed,
@@ -301,19 +334,15 @@ async fn exchange(
             return Err(upstream_failed(route, &e));
         }
     };
-    let encoding = response.headers().get(header::CONTENT_ENCODING);
-    if encoding.is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity")) {
+    if let Err(refusal) = check_answer(route, &response) {
         driver.abort();
-        return Err(Refusal::new(
-            RefusalKind::EncodedResponse,
-            format!(
-                "the upstream of route {} answered with a compressed body although asked for identity; the secret could not be redacted in it",
-                route.name
-            ),
-        ));
+        return Err(refusal);
     }
     let (mut parts, body) = response.into_parts();
     parts.headers = response_headers(parts.headers, route, shared.route_port);
+    // The upstream's own reason phrase (hyper keeps a non-canonical one as an extension and
+    // would write it back) never passes: the client reads the code's canonical phrase.
+    parts.extensions.clear();
     let body = RouteBody::Upstream(Box::new(Streaming {
         inner: body,
         redactor: Redactor::new(route.redact.clone()),
@@ -322,4 +351,48 @@ async fn exchange(
         driver,
     }));
     Ok(Response::from_parts(parts, body))
+}
+
+/// Refuses an answer redaction could not see into, or one that returns the body in pieces:
+/// any `Content-Encoding` other than `identity` (every header, every listed coding), any
+/// transfer-coding other than `chunked`, and `206 Partial Content` (the client's `Range` is
+/// never sent, so only a hostile upstream answers with a piece).
+fn check_answer<B>(route: &Route, response: &Response<B>) -> Result<(), Refusal> {
+    let headers = response.headers();
+    let only = |name: header::HeaderName, allowed: &str| {
+        headers.get_all(&name).iter().all(|value| {
+            value.to_str().is_ok_and(|text| {
+                text.split(',')
+                    .map(str::trim)
+                    .all(|coding| coding.eq_ignore_ascii_case(allowed))
+            })
+        })
+    };
+    let encoded = |what: &str| {
+        Refusal::new(
+            RefusalKind::EncodedResponse,
+            format!(
+                "the upstream of route {} answered with {what}; the secret could not be redacted in it",
+                route.name
+            ),
+        )
+    };
+    if !only(header::CONTENT_ENCODING, "identity") {
+        return Err(encoded(
+            "a content coding other than identity although asked for identity",
+        ));
+    }
+    if !only(header::TRANSFER_ENCODING, "chunked") {
+        return Err(encoded("a transfer coding other than chunked"));
+    }
+    if response.status() == StatusCode::PARTIAL_CONTENT {
+        return Err(Refusal::new(
+            RefusalKind::PartialResponse,
+            format!(
+                "the upstream of route {} answered 206 Partial Content, which was not asked for (the client's Range is never sent)",
+                route.name
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -77,6 +77,66 @@ pub fn parse_head(head: &[u8]) -> Result<RequestLine<'_>, String> {
     Ok(RequestLine { method, target })
 }
 
+/// Checks what a route request's head must hold beyond [`parse_head`] before hyper reads it,
+/// so that every head hyper would refuse with its own bare 400 is refused by the proxy with
+/// its reason headers instead, and no body framing is ambiguous: the target is a URI the
+/// `http` crate accepts (hyper's own check: no TAB, `"`, `<`, `>`, `{`, `}`, `|`), no DEL in
+/// a header line, at most one `Content-Length` of plain digits, a `Transfer-Encoding` only
+/// as exactly `chunked` on HTTP/1.1, and never both.
+pub fn check_route_head(head: &[u8]) -> Result<(), String> {
+    let line = parse_head(head)?;
+    // The characters RFC 3986 requires percent-encoded anywhere in a URI (a backslash is
+    // left to the path rules, which name it), then hyper's own parser.
+    let unsafe_char = |c: char| c.is_ascii_control() || " \"<>{}|^`".contains(c);
+    let uri = (!line.target.contains(unsafe_char))
+        .then(|| http::Uri::try_from(line.target).ok())
+        .flatten();
+    uri.ok_or_else(|| {
+        format!(
+            "request target {:?} is not a valid URI (spaces, tabs and `\"<>{{}}|` must be percent-encoded)",
+            line.target.chars().take(80).collect::<String>()
+        )
+    })?;
+    let text = std::str::from_utf8(head).unwrap_or_default();
+    let http10 = text
+        .split("\r\n")
+        .next()
+        .is_some_and(|l| l.ends_with("HTTP/1.0"));
+    let mut lengths = 0;
+    let mut codings = 0;
+    for header in text.split("\r\n").skip(1).filter(|l| !l.is_empty()) {
+        if header.contains('\x7f') {
+            return Err("a DEL character in a header line".into());
+        }
+        let (name, value) = header.split_once(':').unwrap_or((header, ""));
+        let value = value.trim_matches([' ', '\t']);
+        if name.eq_ignore_ascii_case("content-length") {
+            lengths += 1;
+            if lengths > 1 {
+                return Err("more than one Content-Length header".into());
+            }
+            if value.is_empty() || value.len() > 19 || !value.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(format!(
+                    "Content-Length {:?} is not a plain decimal number",
+                    value.chars().take(40).collect::<String>()
+                ));
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            codings += 1;
+            if codings > 1 || !value.eq_ignore_ascii_case("chunked") || http10 {
+                return Err(format!(
+                    "Transfer-Encoding {:?}: a request body may only be sent with exactly `chunked`, once, on HTTP/1.1",
+                    value.chars().take(40).collect::<String>()
+                ));
+            }
+        }
+    }
+    if lengths > 0 && codings > 0 {
+        return Err("both Content-Length and Transfer-Encoding were sent".into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +179,36 @@ mod tests {
         }
         let many = format!("CONNECT a:1 HTTP/1.1\r\n{}\r\n", "X: y\r\n".repeat(101));
         assert!(ok(&many).unwrap_err().contains("more than 100"));
+    }
+
+    #[test]
+    fn route_heads_hyper_would_refuse_are_refused_first() {
+        let check = |s: &str| check_route_head(s.as_bytes());
+        for good in [
+            "GET /api/x?q=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+            "POST /api/x HTTP/1.1\r\nContent-Length: 12\r\n\r\n",
+            "POST /api/x HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n",
+            "GET http://127.0.0.1:3128/api/x HTTP/1.0\r\n\r\n",
+        ] {
+            assert_eq!(check(good), Ok(()), "{good:?}");
+        }
+        for bad in [
+            "GET /api/a\tb HTTP/1.1\r\n\r\n",
+            "GET /api/\"x HTTP/1.1\r\n\r\n",
+            "GET /api/<x> HTTP/1.1\r\n\r\n",
+            "GET /api/{x} HTTP/1.1\r\n\r\n",
+            "GET /api/a|b HTTP/1.1\r\n\r\n",
+            "POST /api/x HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n",
+            "POST /api/x HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n",
+            "POST /api/x HTTP/1.1\r\nContent-Length: +2\r\n\r\n",
+            "POST /api/x HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\n",
+            "POST /api/x HTTP/1.1\r\nTransfer-Encoding: xchunked\r\n\r\n",
+            "POST /api/x HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "POST /api/x HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST /api/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n",
+            "GET /api/x HTTP/1.1\r\nX: a\u{7f}\r\n\r\n",
+        ] {
+            assert!(check(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -38,13 +38,15 @@ mod upstream;
 pub use blocking::BlockingEgressProxy;
 pub use builder::EgressProxyBuilder;
 pub use error::{Error, Result};
-pub use head::{RequestLine, parse_head};
+pub use head::{RequestLine, check_route_head, parse_head};
 pub use limits::{
     ConnectionBudget, DESCRIPTORS_PER_TUNNEL, MAX_CONNECTIONS, MAX_TIMEOUT, RESERVED_DESCRIPTORS,
     connections_for, raise_nofile_limit,
 };
+pub use redact::REDACTED;
 pub use response::RefusalKind;
-pub use route::{Credential, DEFAULT_MAX_REQUEST_BYTES, REDACTED, Route, RouteBuilder, Secret};
+pub use route::{Credential, DEFAULT_MAX_REQUEST_BYTES, Route, RouteBuilder, Secret};
+pub use route_headers::{DROPPED_REQUEST_HEADERS, DROPPED_RESPONSE_HEADERS};
 pub use route_target::{RouteTarget, TargetError, parse_route_target, path_allowed};
 pub use server::{EgressProxy, Shutdown};
 pub use sni::{Hello, server_name};
@@ -52,4 +54,26 @@ pub use sni::{Hello, server_name};
 /// Client text in a log line, with control characters escaped.
 pub(crate) fn escape(text: &str) -> agentguard_audit::Escaped<'_> {
     agentguard_audit::Escaped(text)
+}
+
+/// Entry points for the fuzz targets in `fuzz/` (not an API: they wrap crate-private pieces).
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::redact::{Pattern, Redactor, redact_all, secret_patterns};
+
+    /// `secret` as a route with `Bearer {secret}` redacts it: the body streamed in `chunks`,
+    /// and the same bytes redacted at once.
+    pub fn redact(secret: &[u8], chunks: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
+        let mut patterns = secret_patterns(secret);
+        let mut value = b"Bearer ".to_vec();
+        value.extend_from_slice(secret);
+        patterns.push(Pattern::after(value, 7));
+        let mut redactor = Redactor::new(patterns.clone());
+        let mut streamed = Vec::new();
+        for chunk in chunks {
+            streamed.extend(redactor.push(chunk));
+        }
+        streamed.extend(redactor.finish());
+        (streamed, redact_all(&patterns, &chunks.concat()))
+    }
 }

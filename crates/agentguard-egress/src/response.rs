@@ -61,6 +61,12 @@ pub enum RefusalKind {
     EncodedResponse,
     /// A route's upstream did not answer within the response timeout.
     ResponseTimeout,
+    /// A route's upstream answered 206 Partial Content, which could return the secret in
+    /// pieces (the client's `Range` is never sent).
+    PartialResponse,
+    /// The proxy stopped while the request was being decided (its name may have reached the
+    /// resolver, so it is recorded).
+    ShuttingDown,
 }
 
 impl RefusalKind {
@@ -90,7 +96,9 @@ impl RefusalKind {
         RefusalKind::TlsFailed,
         RefusalKind::UpstreamFailed,
         RefusalKind::EncodedResponse,
+        RefusalKind::PartialResponse,
         RefusalKind::ResponseTimeout,
+        RefusalKind::ShuttingDown,
     ];
 
     /// The HTTP status.
@@ -109,10 +117,12 @@ impl RefusalKind {
             | RefusalKind::ConnectFailed
             | RefusalKind::TlsFailed
             | RefusalKind::UpstreamFailed
-            | RefusalKind::EncodedResponse => 502,
+            | RefusalKind::EncodedResponse
+            | RefusalKind::PartialResponse => 502,
             RefusalKind::TooManyConnections
             | RefusalKind::AuditFailed
-            | RefusalKind::OutOfDescriptors => 503,
+            | RefusalKind::OutOfDescriptors
+            | RefusalKind::ShuttingDown => 503,
             RefusalKind::DialTimeout | RefusalKind::ResponseTimeout => 504,
         }
     }
@@ -140,6 +150,8 @@ impl RefusalKind {
             RefusalKind::UpstreamFailed => "http_error",
             RefusalKind::EncodedResponse => "encoded_response",
             RefusalKind::ResponseTimeout => "response_timeout",
+            RefusalKind::PartialResponse => "partial_response",
+            RefusalKind::ShuttingDown => "shutting_down",
         }
     }
 
@@ -265,8 +277,12 @@ where
         return;
     }
     let _ = stream.shutdown().await;
-    // Out of descriptors, the descriptor is wanted back at once: drain only what is there.
-    let linger = if refusal.kind == RefusalKind::OutOfDescriptors {
+    // Out of descriptors, the descriptor is wanted back at once, and a stopping proxy should
+    // not wait on its clients: drain only what is there.
+    let linger = if matches!(
+        refusal.kind,
+        RefusalKind::OutOfDescriptors | RefusalKind::ShuttingDown
+    ) {
         Duration::from_millis(20)
     } else {
         Duration::from_secs(1)

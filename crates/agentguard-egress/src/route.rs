@@ -16,12 +16,10 @@ use base64::Engine as _;
 use http::{HeaderName, HeaderValue, Method};
 
 use crate::error::{Error, Result};
+use crate::redact::{Pattern, base64_forms, secret_patterns};
 
 /// The default request body cap: 10 MiB.
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 10 * 1024 * 1024;
-
-/// What replaces a secret's bytes in everything sent back to the container.
-pub const REDACTED: &[u8] = b"[REDACTED]";
 
 /// A secret value: never printed, never in a message, never in an event.
 #[derive(Clone, PartialEq, Eq)]
@@ -84,9 +82,9 @@ pub struct Route {
     pub(crate) value: HeaderValue,
     pub(crate) methods: Vec<Method>,
     pub(crate) paths: Vec<String>,
-    /// Byte strings replaced by [`REDACTED`] in responses: the secret, and the encoded
-    /// credential of basic auth.
-    pub(crate) redact: Vec<Vec<u8>>,
+    /// What is replaced by `[REDACTED]` in responses: the secret, its base64 forms, the
+    /// rendered header value, and the encoded credential of basic auth (`redact.rs`).
+    pub(crate) redact: Vec<Pattern>,
     pub(crate) max_request_bytes: u64,
 }
 
@@ -296,12 +294,14 @@ impl RouteBuilder {
     }
 }
 
-/// The header, its value (marked sensitive) and the byte strings to redact.
+/// The header, its value (marked sensitive) and the patterns to redact: the secret, the base64
+/// of the secret alone, and the rendered value (for basic, the base64 of `user:secret`), each
+/// in every encoded form `redact.rs` matches.
 fn render(
     credential: &Credential,
     secret: &Secret,
-) -> std::result::Result<(HeaderName, HeaderValue, Vec<Vec<u8>>), String> {
-    let mut redact = vec![secret.0.to_vec()];
+) -> std::result::Result<(HeaderName, HeaderValue, Vec<Pattern>), String> {
+    let mut redact = secret_patterns(&secret.0);
     let (name, text) = match credential {
         Credential::Header { name, template } => {
             if template.matches("{secret}").count() != 1 {
@@ -309,7 +309,12 @@ fn render(
                     "value {template:?} must hold `{{secret}}` exactly once, where the secret goes"
                 ));
             }
-            (name.as_str(), template.replace("{secret}", secret.expose()))
+            let rendered = template.replace("{secret}", secret.expose());
+            let prefix = template.find("{secret}").unwrap_or(0);
+            if prefix > 0 {
+                redact.push(Pattern::after(rendered.clone().into_bytes(), prefix));
+            }
+            (name.as_str(), rendered)
         }
         Credential::Basic { user } => {
             if user.contains(':') || user.chars().any(char::is_control) {
@@ -317,9 +322,12 @@ fn render(
                     "user {user:?} may not hold `:` or a control character"
                 ));
             }
-            let encoded = base64::engine::general_purpose::STANDARD
-                .encode(format!("{user}:{}", secret.expose()));
-            redact.push(encoded.clone().into_bytes());
+            let credential = format!("{user}:{}", secret.expose());
+            // The base64 characters that encode only `user:` say nothing of the secret.
+            let user_only = (user.len() + 1) / 3 * 4;
+            redact
+                .extend(base64_forms(credential.as_bytes()).map(|b| Pattern::after(b, user_only)));
+            let encoded = base64::engine::general_purpose::STANDARD.encode(credential);
             ("authorization", format!("Basic {encoded}"))
         }
     };

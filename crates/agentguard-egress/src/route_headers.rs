@@ -1,5 +1,10 @@
 //! The headers of a route request: what of the client's goes upstream, and what of the
 //! upstream's comes back (DESIGN.md, "Credentials that never enter the sandbox").
+//!
+//! The upstream is hostile: the client's headers that would make it act outside the route's
+//! `methods` and `paths` (method override, URL rewrite) or answer in pieces (`Range`) never go
+//! up, and its cookies never come back (a session opened with the credential would outlive
+//! the run). Which codings may come back is decided in `forward.rs` before a byte is sent.
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
@@ -34,20 +39,35 @@ fn hop_by_hop(headers: &HeaderMap) -> Vec<HeaderName> {
     names
 }
 
+/// Client headers never sent upstream, besides the hop-by-hop ones: the credential's own
+/// places, cookies, and those that would make an upstream act outside the route's `methods`
+/// and `paths` or answer in pieces.
+pub const DROPPED_REQUEST_HEADERS: &[&str] = &[
+    "host",
+    "authorization",
+    "cookie",
+    "expect",
+    "range",
+    "if-range",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-original-url",
+    "x-rewrite-url",
+];
+
+/// Upstream headers never passed back, besides the hop-by-hop ones.
+pub const DROPPED_RESPONSE_HEADERS: &[&str] = &["set-cookie", "set-cookie2"];
+
 /// The client's headers as sent upstream (see the module docs).
 pub(crate) fn request_headers(mut headers: HeaderMap, route: &Route) -> HeaderMap {
     for name in hop_by_hop(&headers) {
         headers.remove(name);
     }
-    for name in [
-        header::HOST,
-        header::AUTHORIZATION,
-        header::COOKIE,
-        header::EXPECT,
-        route.header.clone(),
-    ] {
-        headers.remove(name);
+    for name in DROPPED_REQUEST_HEADERS {
+        headers.remove(*name);
     }
+    headers.remove(route.header.clone());
     if let Ok(host) = HeaderValue::try_from(route.upstream.authority()) {
         headers.insert(header::HOST, host);
     }
@@ -68,6 +88,9 @@ pub(crate) fn request_headers(mut headers: HeaderMap, route: &Route) -> HeaderMa
 pub(crate) fn response_headers(mut headers: HeaderMap, route: &Route, port: u16) -> HeaderMap {
     for name in hop_by_hop(&headers) {
         headers.remove(name);
+    }
+    for name in DROPPED_RESPONSE_HEADERS {
+        headers.remove(*name);
     }
     let mut out = HeaderMap::with_capacity(headers.len());
     let origin = format!("https://{}", route.upstream.authority());

@@ -4,8 +4,10 @@
 //! Accepted: origin-form `/ROUTE/rest?query`, or absolute-form `http://127.0.0.1:PORT/...`
 //! (or `localhost`) from a client that sends everything to its HTTP proxy, where PORT is the
 //! relay's. Refused in the path: a backslash, an empty segment (`//`), a `.` or `..` segment
-//! in any spelling, an encoded `/`, `\` or `%` (`%2f`, `%5c`, `%25`: a second decoding
-//! upstream would see another path), a control character, bytes that are not UTF-8.
+//! in any spelling, also with `;parameters` (`..;`, `.;x`, `..%3b`: servlet containers strip
+//! a segment's parameters before resolving dot segments, so `/a/..;/admin` is `/admin` to
+//! them), an encoded `/`, `\` or `%` (`%2f`, `%5c`, `%25`: a second decoding upstream would
+//! see another path), a control character, bytes that are not UTF-8.
 
 /// A parsed route request target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +81,28 @@ pub fn parse_route_target(target: &str, port: u16) -> Result<RouteTarget<'_>, Ta
     })
 }
 
+/// The route name and the path of `target` as sent, for the audit record of a request
+/// refused before (or while) its target was checked: split leniently, never decoded, each
+/// cut to 256 characters (the audit log escapes what it records).
+pub(crate) fn as_sent(target: &str) -> (String, String) {
+    let cut = |t: &str| t.chars().take(256).collect::<String>();
+    let path = match scheme_rest(target) {
+        Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
+        None => target,
+    };
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    let after = path.strip_prefix('/').unwrap_or(path);
+    let (route, rest) = after.split_at(after.find('/').unwrap_or(after.len()));
+    (
+        cut(route),
+        if rest.is_empty() {
+            "/".into()
+        } else {
+            cut(rest)
+        },
+    )
+}
+
 /// `(scheme lower-cased, rest)` when `target` is absolute-form.
 fn scheme_rest(target: &str) -> Option<(&'static str, &str)> {
     let (scheme, rest) = target.split_once("://")?;
@@ -140,11 +164,18 @@ fn decode_path(rest: &str) -> Result<String, TargetError> {
     let segments: Vec<&str> = decoded.split('/').collect();
     for (n, segment) in segments.iter().enumerate().skip(1) {
         let last = n == segments.len() - 1;
-        if *segment == "." || *segment == ".." {
-            return refuse("a `.` or `..` segment is not accepted, in any encoding");
+        // What a servlet container resolves: the segment without its `;parameters`.
+        let (name, params) = match segment.split_once(';') {
+            Some((name, _)) => (name, true),
+            None => (*segment, false),
+        };
+        if name == "." || name == ".." {
+            return refuse(
+                "a `.` or `..` segment is not accepted, in any encoding, with or without `;parameters`",
+            );
         }
-        if segment.is_empty() && !last {
-            return refuse("an empty segment (`//`) is not accepted");
+        if name.is_empty() && (params || !last) {
+            return refuse("an empty segment (`//`, `/;x/`) is not accepted");
         }
     }
     Ok(decoded)
@@ -261,6 +292,15 @@ mod tests {
             "/gh/a%2",
             "/gh/%ff",
             "/gh/a b",
+            // Servlet path parameters on dot segments (issue 34, item 3).
+            "/gh/repos/acme/widget/..;/..;/..;/admin/users",
+            "/gh/repos/acme/widget/.;/x",
+            "/gh/repos/acme/widget/..;jsessionid=1/admin",
+            "/gh/repos/acme/widget/..%3b/admin",
+            "/gh/repos/acme/widget/..%3B/admin",
+            "/gh/repos/acme/widget/%2e%2e;x/admin",
+            "/gh/repos/;x/admin",
+            "/gh/repos/acme/widget/;",
         ] {
             assert!(
                 matches!(parse_route_target(bad, 3128), Err(TargetError::Path(_))),
@@ -270,6 +310,23 @@ mod tests {
         }
         assert_eq!(ok("/gh/a/b/").2, "/a/b/", "a trailing slash is a path");
         assert_eq!(ok("/gh/%C3%A9").2, "/é");
+        // Parameters on an ordinary segment stay the upstream's business.
+        assert_eq!(ok("/gh/a;v=1/b").2, "/a;v=1/b");
+        assert_eq!(ok("/gh/a/...;x").2, "/a/...;x");
+    }
+
+    #[test]
+    fn refused_targets_are_recorded_as_sent() {
+        let sent = |t: &str| as_sent(t);
+        assert_eq!(sent("/gh/a/../b?x=1"), ("gh".into(), "/a/../b".into()));
+        assert_eq!(sent("/gh"), ("gh".into(), "/".into()));
+        assert_eq!(
+            sent("http://127.0.0.1:3128/gh/%2e%2e/x"),
+            ("gh".into(), "/%2e%2e/x".into())
+        );
+        assert_eq!(sent("/gh/a\\b"), ("gh".into(), "/a\\b".into()));
+        assert_eq!(sent("*"), ("*".into(), "/".into()));
+        assert_eq!(sent(&format!("/gh/{}", "x".repeat(1000))).1.len(), 256);
     }
 
     #[test]

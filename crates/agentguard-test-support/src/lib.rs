@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+mod ca;
 mod clients;
 mod dns;
 mod echo;
@@ -19,11 +20,12 @@ mod listener;
 mod tls;
 mod wait;
 
+pub use ca::TestCa;
 pub use clients::{CLIENT_ENV, clean_client_env};
 pub use dns::FakeDns;
 pub use echo::EchoServer;
 pub use engine::FakeEngine;
 pub use kmock::{KmockCluster, REQUIRE_KMOCK, k8s_python};
 pub use listener::{RecordingListener, free_port};
-pub use tls::{Seen, TestCa, TlsUpstream, UpstreamOptions};
+pub use tls::{Answer, MakeAnswer, Seen, TlsUpstream, UpstreamOptions};
 pub use wait::{eventually, eventually_blocking};

@@ -1,6 +1,6 @@
-//! A test certificate authority and an HTTPS upstream that records what it saw.
+//! An HTTPS upstream that records what it saw (its certificate from `ca.rs`'s test CA).
 //!
-//! The CA is generated per test run (nothing secret is checked in). The upstream serves one
+//! The upstream serves one
 //! HTTP/1.1 request per connection on a chosen loopback address and records the TLS SNI and
 //! the request head, so tests can prove which address a request landed on and under which
 //! name. Paths: `/redirect` (302), `/big/N` (N bytes with a length), `/stream/N` (N bytes,
@@ -11,71 +11,17 @@
 //! `/location?to=URL` (a 302 to URL), `/gzip` (a body with `Content-Encoding: gzip`),
 //! `/garbage` (bytes that are not HTTP), anything else `hello from IP`. With
 //! [`UpstreamOptions::authorization`] set, a request without exactly that `Authorization`
-//! value is answered 401.
+//! value is answered 401. With [`UpstreamOptions::answer`] set, every request is answered
+//! with exactly the bytes it returns (status line, framing, headers, body: a hostile upstream).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::ServerConfig;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
-
-/// A certificate authority made for one test run.
-pub struct TestCa {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl std::fmt::Debug for TestCa {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("TestCa")
-    }
-}
-
-impl TestCa {
-    /// A new CA named `common_name`.
-    pub fn new(common_name: &str) -> TestCa {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, common_name);
-        let key = KeyPair::generate().expect("CA key");
-        TestCa {
-            issuer: CertifiedIssuer::self_signed(params, key).expect("self-signed CA"),
-        }
-    }
-
-    /// The CA certificate, PEM.
-    pub fn pem(&self) -> String {
-        self.issuer.pem()
-    }
-
-    /// A server configuration with a certificate for `names`, signed by this CA.
-    pub fn server_config(&self, names: &[&str]) -> Arc<ServerConfig> {
-        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-        let params = CertificateParams::new(names).expect("leaf params");
-        let key = KeyPair::generate().expect("leaf key");
-        let cert = params
-            .signed_by(&key, &self.issuer)
-            .expect("leaf certificate");
-        let chain: Vec<CertificateDer<'static>> =
-            vec![cert.der().clone(), self.issuer.der().clone()];
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .expect("server certificate");
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Arc::new(config)
-    }
-}
 
 /// What the upstream saw on one connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +41,27 @@ pub struct TlsUpstream {
     task: JoinHandle<()>,
 }
 
+/// The whole answer to one request, made from its head and body: a hostile upstream that
+/// controls every byte it sends.
+#[derive(Clone)]
+pub struct Answer(pub Arc<MakeAnswer>);
+
+/// What makes an [`Answer`]: the request's head and body to the bytes sent back.
+pub type MakeAnswer = dyn Fn(&str, &[u8]) -> Vec<u8> + Send + Sync;
+
+impl Answer {
+    /// An upstream answering every request with `make(head, body)`.
+    pub fn new(make: impl Fn(&str, &[u8]) -> Vec<u8> + Send + Sync + 'static) -> Answer {
+        Answer(Arc::new(make))
+    }
+}
+
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Answer(..)")
+    }
+}
+
 /// What a [`TlsUpstream`] serves besides its built-in paths.
 #[derive(Debug, Default, Clone)]
 pub struct UpstreamOptions {
@@ -102,6 +69,8 @@ pub struct UpstreamOptions {
     pub files: Vec<(String, String, Vec<u8>)>,
     /// The `Authorization` value every request must carry (401 otherwise).
     pub authorization: Option<String>,
+    /// Answers every request instead of the built-in paths.
+    pub answer: Option<Answer>,
 }
 
 impl Drop for TlsUpstream {
@@ -137,7 +106,7 @@ impl TlsUpstream {
     ) -> std::io::Result<TlsUpstream> {
         let options = UpstreamOptions {
             files,
-            authorization: None,
+            ..UpstreamOptions::default()
         };
         TlsUpstream::start_with(ip, port, config, options).await
     }
@@ -177,38 +146,11 @@ impl TlsUpstream {
                         }
                     }
                     let (head, body) = read_body(&mut tls, head).await;
-                    let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
                     log.lock().unwrap().push(Seen {
                         sni,
                         head: head.clone(),
                     });
-                    let authorized = options.authorization.as_ref().is_none_or(|want| {
-                        header(&head, "authorization").is_some_and(|got| got == *want)
-                    });
-                    let file = options.files.iter().find(|(p, _, _)| *p == path);
-                    let echo = format!("{head}{}", String::from_utf8_lossy(&body));
-                    let _ = match file {
-                        _ if !authorized => {
-                            tls.write_all(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"test\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await
-                        }
-                        _ if path == "/hang" => {
-                            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
-                            Ok(())
-                        }
-                        _ if path == "/sse" => sse(&mut tls, &gate).await,
-                        _ if path.starts_with("/echo") => echo_back(&mut tls, &path, &echo).await,
-                        Some((_, kind, body)) => {
-                            let head = format!(
-                                "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                                body.len()
-                            );
-                            match tls.write_all(head.as_bytes()).await {
-                                Ok(()) => tls.write_all(body).await,
-                                Err(e) => Err(e),
-                            }
-                        }
-                        None => respond(&mut tls, &path, addr.ip()).await,
-                    };
+                    let _ = serve(&mut tls, &options, &gate, &head, &body, addr.ip()).await;
                     let _ = tls.shutdown().await;
                 });
             }
@@ -235,6 +177,50 @@ impl TlsUpstream {
     /// Every connection that completed a TLS handshake and sent a request head.
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Answers one request: the scripted answer, a 401, or a built-in path.
+async fn serve<W: AsyncWriteExt + Unpin>(
+    tls: &mut W,
+    options: &UpstreamOptions,
+    gate: &tokio::sync::Notify,
+    head: &str,
+    body: &[u8],
+    ip: IpAddr,
+) -> std::io::Result<()> {
+    let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
+    let authorized = options
+        .authorization
+        .as_ref()
+        .is_none_or(|want| header(head, "authorization").is_some_and(|got| got == *want));
+    let file = options.files.iter().find(|(p, _, _)| *p == path);
+    let echo = format!("{head}{}", String::from_utf8_lossy(body));
+    match file {
+        _ if options.answer.is_some() => {
+            let answer = options.answer.as_ref().map(|a| (a.0)(head, body));
+            tls.write_all(&answer.unwrap_or_default()).await
+        }
+        _ if !authorized => {
+            tls.write_all(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"test\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await
+        }
+        _ if path == "/hang" => {
+            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+            Ok(())
+        }
+        _ if path == "/sse" => sse(tls, gate).await,
+        _ if path.starts_with("/echo") => echo_back(tls, &path, &echo).await,
+        Some((_, kind, body)) => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            match tls.write_all(head.as_bytes()).await {
+                Ok(()) => tls.write_all(body).await,
+                Err(e) => Err(e),
+            }
+        }
+        None => respond(tls, &path, ip).await,
     }
 }
 

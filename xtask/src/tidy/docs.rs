@@ -49,6 +49,8 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
         .collect();
     compare("docs/egress.md statuses", &rows, &kinds, problems);
 
+    routes(&doc("routes.md")?, problems);
+
     let netpin = doc("netpin.md")?;
     let documented = codes(&table(&netpin, "| code | meaning |"), 0);
     let fetch: BTreeSet<String> = FetchError::REASONS.iter().map(|c| (*c).into()).collect();
@@ -88,6 +90,24 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
 }
 
 /// The audit key table, and the keys the source writes.
+/// The headers docs/routes.md says a route drops are the ones `route_headers.rs` drops.
+fn routes(routes: &str, problems: &mut Vec<String>) {
+    let rows: BTreeSet<String> = table(routes, "| header | direction | why |")
+        .iter()
+        .map(|cells| format!("{} {}", cells[1], cells[0].trim_matches('`')))
+        .collect();
+    let dropped: BTreeSet<String> = agentguard_egress::DROPPED_REQUEST_HEADERS
+        .iter()
+        .map(|h| format!("request {h}"))
+        .chain(
+            agentguard_egress::DROPPED_RESPONSE_HEADERS
+                .iter()
+                .map(|h| format!("response {h}")),
+        )
+        .collect();
+    compare("docs/routes.md dropped headers", &rows, &dropped, problems);
+}
+
 fn keys(root: &Path, files: &[PathBuf], audit: &str, problems: &mut Vec<String>) -> Result<()> {
     let type_name = |t: ValueType| match t {
         ValueType::String => "string",

@@ -425,3 +425,42 @@ async fn shutdown_ends_connections_reading_their_head_resolving_or_dialing_withi
     assert!(!shutdown.drained);
     assert!(took < Duration::from_secs(3), "shutdown took {took:?}");
 }
+
+/// Issue 34, item 10: a CONNECT whose name is with the resolver when the proxy stops still
+/// leaves exactly one event (the name may carry data to an allowed wildcard's DNS).
+#[tokio::test(flavor = "multi_thread")]
+async fn r34_10_a_lookup_in_flight_at_shutdown_is_recorded() {
+    let env = Env::start().await;
+    env.dns.silent("data-in-the-name.example.test");
+    let proxy = env.proxy(&["*.example.test"]).start().await.unwrap();
+    let addr = proxy.local_addr();
+    let target = format!("data-in-the-name.example.test:{}", env.port());
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    client
+        .write_all(format!("CONNECT {target} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    agentguard_test_support::eventually(
+        "the query reaches the resolver",
+        Duration::from_secs(10),
+        || (!env.dns.queries("data-in-the-name.example.test").is_empty()).then_some(()),
+    )
+    .await;
+    proxy.shutdown(Duration::ZERO).await;
+    let events: Vec<_> = env
+        .audit
+        .records()
+        .into_iter()
+        .filter(|r| r.kind == Kind::EgressConnect)
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].subject["target"], target.as_str());
+    assert_eq!(events[0].reason, "shutting_down");
+    let mut reply = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut reply)).await;
+    assert!(
+        String::from_utf8_lossy(&reply).starts_with("HTTP/1.1 503 "),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+}

@@ -4,6 +4,7 @@
 
 mod clients;
 mod hardening;
+mod hostile;
 mod limits;
 mod routes;
 mod sni;
@@ -101,6 +102,27 @@ impl Reply {
             k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
         })
     }
+}
+
+/// The body of a reply, with a chunked transfer coding undone.
+pub(crate) fn body(reply: &Reply) -> String {
+    let chunked = reply
+        .header("transfer-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+    if !chunked {
+        return reply.body.clone();
+    }
+    let mut rest = reply.body.as_str();
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).expect("a chunk size");
+        if size == 0 {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    out
 }
 
 /// Sends raw bytes and reads everything until the proxy closes the connection.

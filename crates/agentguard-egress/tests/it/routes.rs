@@ -17,7 +17,7 @@ use agentguard_test_support::{CLIENT_ENV, FakeDns, TestCa, TlsUpstream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::{BAD, GOOD, Reply, parse_reply, send};
+use crate::{BAD, GOOD, body, parse_reply, send};
 
 const SECRET: &str = "s3cr3t-token-0123456789";
 
@@ -125,27 +125,6 @@ impl Setup {
             );
         }
     }
-}
-
-/// The body of a reply, with a chunked transfer coding undone.
-fn body(reply: &Reply) -> String {
-    let chunked = reply
-        .header("transfer-encoding")
-        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
-    if !chunked {
-        return reply.body.clone();
-    }
-    let mut rest = reply.body.as_str();
-    let mut out = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let size = usize::from_str_radix(size.trim(), 16).expect("a chunk size");
-        if size == 0 {
-            break;
-        }
-        out.push_str(&after[..size]);
-        rest = &after[size + 2..];
-    }
-    out
 }
 
 fn get(path: &str, extra: &str) -> Vec<u8> {

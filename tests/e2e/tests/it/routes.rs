@@ -63,6 +63,7 @@ async fn from_inside_a_route_serves_an_api_and_an_index_and_the_secret_is_nowher
     let index_options = UpstreamOptions {
         files: index_files(std::fs::read(&wheel_path)?),
         authorization: Some(format!("Basic {}", basic("token", &secret)?)),
+        ..UpstreamOptions::default()
     };
     let index =
         TlsUpstream::start_with(UPSTREAM, 0, ca.server_config(&names), index_options).await?;
