@@ -158,6 +158,7 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("bytes_down", ValueType::Number),
     ("line", ValueType::Number),
     ("removed_bytes", ValueType::Number),
+    ("added_bytes", ValueType::Number),
     ("removed_sha256", ValueType::String),
     ("request_id", ValueType::String),
     ("engine", ValueType::String),

@@ -89,6 +89,25 @@ pub(crate) fn open(path: &Path) -> Result<File> {
     Ok(file)
 }
 
+/// Opens `path` for reading only if it is a regular file (a symbolic link to one is followed):
+/// checked on the opened descriptor, which never blocks on a FIFO. For the readers of a log
+/// (`verify`, `show`, Python's `audit.read`) and of a secret file: a FIFO would hang them, a
+/// device such as `/dev/zero` would never end.
+pub fn open_regular(path: &Path) -> std::io::Result<File> {
+    let flags = rustix::fs::OFlags::NONBLOCK;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)?;
+    if let Some(what) = kind(file.metadata()?.file_type()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("it is {what}, not a regular file"),
+        ));
+    }
+    Ok(file)
+}
+
 /// Reads `file` from byte `from` to its end through a verifier, starting `from_line` lines
 /// in, with the chain state `chain` (the genesis state when `from` is 0).
 fn read_from(

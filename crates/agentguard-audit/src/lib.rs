@@ -29,6 +29,7 @@ pub use event::{
     Decision, Escaped, Event, KEYS, Kind, MAX_CLIENT_TEXT, Record, SCHEMA_VERSION, ValueType,
     capped, error_chain, mistyped_key, params_json,
 };
+pub use file::open_regular;
 pub use log::AuditLog;
 pub use options::{Durability, LogOptions, Repair};
 pub use problem::{Problem, ProblemKind};

@@ -124,7 +124,9 @@ impl AuditLog {
         })
     }
 
-    /// Truncates a torn last line left by a crash, and records that it did so.
+    /// Repairs a torn last line left by a crash, and records that it did so: a line that is
+    /// a complete, verifying record lacking only its newline gets the newline back (a record
+    /// that verifies is never removed); anything else torn is truncated.
     ///
     /// An intact log is left as it is. A log with any other problem is refused
     /// ([`Error::Corrupt`]): only a torn tail is a crash artefact; anything else is evidence.
@@ -138,6 +140,7 @@ impl AuditLog {
                     removed_bytes: 0,
                     line: None,
                     recorded_seq: None,
+                    completed: false,
                 });
             }
             Err(Error::TornTail { problem, .. }) => problem,
@@ -147,23 +150,35 @@ impl AuditLog {
         file.seek(SeekFrom::Start(problem.offset))
             .map_err(io(path, "read"))?;
         file.read_to_end(&mut tail).map_err(io(path, "read"))?;
-        file.set_len(problem.offset).map_err(io(path, "truncate"))?;
+        let completed = completes(path, &file, options.key.clone())?;
+        if completed {
+            file.write_all(b"\n").map_err(io(path, "write"))?;
+        } else {
+            file.set_len(problem.offset).map_err(io(path, "truncate"))?;
+        }
         file.sync_all().map_err(io(path, "fsync"))?;
         let position = resume(path, &file, options.key.clone())?;
         file.unlock().map_err(io(path, "unlock"))?;
         let log = AuditLog::from_parts(path, file, position, options)?;
-        let receipt = log.record(
+        let event = if completed {
+            Event::new(Kind::LogRepaired, Decision::Allow, "torn_tail_completed")
+                .data("added_bytes", 1u64)
+        } else {
             Event::new(Kind::LogRepaired, Decision::Allow, "torn_tail_truncated")
-                .subject("path", path.to_string_lossy().as_ref())
-                .data("line", problem.line)
                 .data("removed_bytes", tail.len() as u64)
-                .data("removed_sha256", sha256_hex(&tail)),
+                .data("removed_sha256", sha256_hex(&tail))
+        };
+        let receipt = log.record(
+            event
+                .subject("path", path.to_string_lossy().as_ref())
+                .data("line", problem.line),
         )?;
         log.sync()?;
         Ok(Repair {
-            removed_bytes: tail.len() as u64,
+            removed_bytes: if completed { 0 } else { tail.len() as u64 },
             line: Some(problem.line),
             recorded_seq: Some(receipt.seq),
+            completed,
         })
     }
 
@@ -184,6 +199,15 @@ impl AuditLog {
             .commit
             .sync_upto(self.inner.commit.written_so_far())
     }
+}
+
+/// True when the whole log, with a newline added at its end, verifies: its torn last line is
+/// a complete record that lacks only the newline.
+fn completes(path: &Path, file: &File, key: Option<crate::chain::Key>) -> Result<bool> {
+    let mut whole = file.try_clone().map_err(io(path, "read"))?;
+    whole.seek(SeekFrom::Start(0)).map_err(io(path, "read"))?;
+    let reader = std::io::BufReader::new(whole.chain(&b"\n"[..]));
+    Ok(crate::verify::verify(reader, key).is_ok())
 }
 
 impl AuditSink for AuditLog {

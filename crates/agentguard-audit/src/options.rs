@@ -58,4 +58,6 @@ pub struct Repair {
     pub line: Option<u64>,
     /// The sequence number of the `log_repaired` record appended, when there was a repair.
     pub recorded_seq: Option<u64>,
+    /// The torn line was a complete record lacking only its newline, which was restored.
+    pub completed: bool,
 }

@@ -24,7 +24,8 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
 }
 
 fn open(path: &Path) -> anyhow::Result<BufReader<File>> {
-    let file = File::open(path).with_context(|| format!("opening audit log {}", path.display()))?;
+    let file = agentguard_audit::open_regular(path)
+        .with_context(|| format!("opening audit log {}", path.display()))?;
     Ok(BufReader::new(file))
 }
 
@@ -152,6 +153,9 @@ fn repair(args: &AuditRepairArgs) -> anyhow::Result<u8> {
     let repair = AuditLog::repair(&args.file, options)
         .with_context(|| format!("repairing {}", args.file.display()))?;
     let message = match (repair.line, repair.recorded_seq) {
+        (Some(line), Some(seq)) if repair.completed => format!(
+            "repaired: line {line} was a complete record without its newline, which was restored; recorded as event {seq} (log_repaired)"
+        ),
         (Some(line), Some(seq)) => format!(
             "repaired: removed the torn line {line} ({} bytes); recorded as event {seq} (log_repaired)",
             repair.removed_bytes

@@ -215,26 +215,48 @@ fn describe(source: &SecretSource) -> String {
     }
 }
 
-/// The first line of a secret file; a file that group or others may read is a warning
-/// (when `warn`).
+/// The longest first line a secret file may hold.
+pub(crate) const MAX_SECRET_LINE: usize = 8 * 1024;
+
+/// The first line of a secret file: a regular file (checked on the opened descriptor, so a
+/// FIFO cannot hang a run nor `/dev/zero` fill its memory), its first line at most
+/// [`MAX_SECRET_LINE`] bytes. A file that group or others may read is a warning (when `warn`).
 fn read_first_line(name: &str, file: &Path, warn: bool) -> Result<String, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| {
+    let cannot = |e: std::io::Error| {
         format!(
             "secret {name:?}: cannot read the file {}: {e}",
             file.display()
         )
+    };
+    let opened = agentguard_audit::open_regular(file).map_err(cannot)?;
+    let meta = opened.metadata().map_err(cannot)?;
+    let mut head = Vec::with_capacity(1024);
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(&opened, MAX_SECRET_LINE as u64 + 1),
+        &mut head,
+    )
+    .map_err(cannot)?;
+    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    if line.len() > MAX_SECRET_LINE {
+        return Err(format!(
+            "secret {name:?}: the first line of {} is longer than {MAX_SECRET_LINE} bytes; a secret file holds the secret on its first line",
+            file.display()
+        ));
+    }
+    let text = std::str::from_utf8(line).map_err(|_| {
+        format!(
+            "secret {name:?}: the first line of {} is not UTF-8",
+            file.display()
+        )
     })?;
-    if let Ok(meta) = std::fs::metadata(file)
-        && warn
-        && meta.permissions().mode() & 0o044 != 0
-    {
+    if warn && meta.permissions().mode() & 0o044 != 0 {
         tracing::warn!(
             file = %file.display(),
             mode = format!("{:o}", meta.permissions().mode() & 0o777),
             "the secret file {name} is readable by group or others; chmod 600 it"
         );
     }
-    Ok(text.lines().next().unwrap_or_default().to_owned())
+    Ok(text.trim_end_matches('\r').to_owned())
 }
 
 /// The credential of a route: `header` + `value`, or `scheme = "basic"` + `user`.
@@ -254,8 +276,47 @@ pub(crate) fn credential(route: &RouteTable) -> Result<Credential, String> {
     }
 }
 
-/// A route's `env`: a variable name that neither `[environment]` nor the proxy uses.
+/// Variables the dynamic loader, a shell or a language runtime reads as paths, code or
+/// options: a route's URL in one of them would change how the command itself runs.
+const INTERPRETED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "SHELL",
+    "ENV",
+    "BASH_ENV",
+    "IFS",
+    "CDPATH",
+    "PS4",
+    "TMPDIR",
+    "GCONV_PATH",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "RUBYOPT",
+    "RUBYLIB",
+    "PERL5OPT",
+    "PERL5LIB",
+    "PERLLIB",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "CLASSPATH",
+    "GLIBC_TUNABLES",
+];
+
+/// Prefixes of such variables (`LD_PRELOAD`, `PYTHONPATH`, `DYLD_INSERT_LIBRARIES`, ...).
+const INTERPRETED_PREFIXES: &[&str] = &["LD_", "PYTHON", "DYLD_", "MALLOC_", "BASH_FUNC_"];
+
+/// A route's `env`: a variable name that neither `[environment]` nor the proxy uses, and that
+/// nothing interprets as more than a URL.
 fn check_variable(var: &str, environment: &BTreeMap<String, String>) -> Result<(), String> {
+    let upper = var.to_ascii_uppercase();
+    if INTERPRETED.contains(&upper.as_str())
+        || INTERPRETED_PREFIXES.iter().any(|p| upper.starts_with(p))
+    {
+        return Err(format!(
+            "{var} is read by the loader, a shell or a language runtime; name a variable of your own (for example GH_API_URL)"
+        ));
+    }
     let valid = var
         .bytes()
         .next()

@@ -79,15 +79,16 @@ pub struct Relay {
     /// The port the relay listens on inside the container.
     pub port: u16,
     /// The credential routes of the run: each variable gets its route's URL
-    /// (`http://127.0.0.1:PORT/NAME`), and `NO_PROXY` keeps clients off the proxy for them.
+    /// (`http://127.0.0.1:PORT/NAME`), and whenever there is a route, with a variable or not,
+    /// `NO_PROXY` keeps clients off the proxy for them.
     pub routes: Vec<RouteVariable>,
 }
 
-/// A route's URL in the container's environment.
+/// A route of the run, and the variable that gets its URL in the container's environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteVariable {
-    /// The variable (`GH_API_URL`).
-    pub variable: String,
+    /// The variable (`GH_API_URL`), if the route names one (`env`).
+    pub variable: Option<String>,
     /// The route's name.
     pub route: String,
 }
@@ -258,10 +259,9 @@ impl ContainerSpec {
             args.push(&["--env", &format!("{key}={value}")]);
         }
         for route in &relay.routes {
-            args.push(&[
-                "--env",
-                &format!("{}={url}/{}", route.variable, route.route),
-            ]);
+            if let Some(variable) = &route.variable {
+                args.push(&["--env", &format!("{variable}={url}/{}", route.route)]);
+            }
         }
     }
 

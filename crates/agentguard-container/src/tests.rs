@@ -133,10 +133,16 @@ fn a_run_with_routes_gets_their_urls_and_keeps_loopback_off_the_proxy() {
     .unwrap();
     let mut identity = egress_identity();
     if let Some(relay) = &mut identity.relay {
-        relay.routes = vec![RouteVariable {
-            variable: "GH_API_URL".into(),
-            route: "gh".into(),
-        }];
+        relay.routes = vec![
+            RouteVariable {
+                variable: Some("GH_API_URL".into()),
+                route: "gh".into(),
+            },
+            RouteVariable {
+                variable: None,
+                route: "index".into(),
+            },
+        ];
     }
     let joined = args_with(&spec, &identity).join(" ");
     assert!(
@@ -153,6 +159,16 @@ fn a_run_with_routes_gets_their_urls_and_keeps_loopback_off_the_proxy() {
     );
     assert!(
         joined.contains("HTTPS_PROXY=http://127.0.0.1:3128 "),
+        "{joined}"
+    );
+    assert!(!joined.contains("/index"), "no variable, no URL: {joined}");
+    // Issue 34, item 8: a route without `env` still keeps loopback off the proxy.
+    if let Some(relay) = &mut identity.relay {
+        relay.routes.remove(0);
+    }
+    let joined = args_with(&spec, &identity).join(" ");
+    assert!(
+        joined.contains("--env NO_PROXY=127.0.0.1,localhost "),
         "{joined}"
     );
 }

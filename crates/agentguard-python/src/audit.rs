@@ -14,14 +14,14 @@ type Verified = (u64, String, u64, bool, bool, u64, Option<(u64, String)>);
 
 fn open(
     py: Python<'_>,
-    path: &PathBuf,
+    path: &std::path::Path,
     key: Option<Vec<u8>>,
 ) -> PyResult<Reader<BufReader<std::fs::File>>> {
     let key = key
         .map(Key::new)
         .transpose()
         .map_err(|e| errors::raise(py, "ConfigError", format!("key: {e}"), "invalid_config"))?;
-    let file = std::fs::File::open(path).map_err(|e| {
+    let file = agentguard_audit::open_regular(path).map_err(|e| {
         errors::raise(
             py,
             "AgentGuardError",

@@ -136,11 +136,9 @@ impl Sandbox {
         let routes = plan
             .routes
             .iter()
-            .filter_map(|g| {
-                g.env.as_ref().map(|variable| RouteVariable {
-                    variable: variable.clone(),
-                    route: g.route.name().to_owned(),
-                })
+            .map(|g| RouteVariable {
+                variable: g.env.clone(),
+                route: g.route.name().to_owned(),
             })
             .collect();
         Relay {

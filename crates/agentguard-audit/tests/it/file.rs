@@ -244,6 +244,38 @@ fn a_torn_tail_is_refused_then_repaired_and_the_repair_recorded() {
     assert_eq!(again.removed_bytes, 0, "an intact log is left alone");
 }
 
+/// Issue 34, item 16: a last record that verifies but lacks its newline is completed, never
+/// removed.
+#[test]
+fn r34_16_a_complete_last_record_without_its_newline_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    write_log(&path, 4, None);
+    let full = fs::read(&path).unwrap();
+    fs::write(&path, &full[..full.len() - 1]).unwrap();
+    assert!(matches!(
+        AuditLog::open(&path, LogOptions::default()).err().unwrap(),
+        Error::TornTail { .. }
+    ));
+    let repair = AuditLog::repair(&path, LogOptions::default()).unwrap();
+    assert_eq!(repair.line, Some(4));
+    assert!(repair.completed);
+    assert_eq!(repair.removed_bytes, 0);
+    let now = fs::read(&path).unwrap();
+    assert_eq!(
+        &now[..full.len()],
+        full.as_slice(),
+        "the four records are all kept"
+    );
+    let records: Vec<_> = Reader::new(now.as_slice(), None)
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(records.len(), 5);
+    assert_eq!(records[4].kind, Kind::LogRepaired);
+    assert_eq!(records[4].reason, "torn_tail_completed");
+    assert_eq!(records[4].data["line"], 4);
+}
+
 #[test]
 fn buffered_events_reach_the_file_at_sync_and_at_drop() {
     let dir = tempfile::tempdir().unwrap();

@@ -221,3 +221,24 @@ fn repair_truncates_a_torn_tail_and_records_it() {
         "intact: nothing to repair\n"
     );
 }
+
+/// Issue 34, item 16: `verify` and `show` refuse a FIFO at once instead of hanging on it.
+#[test]
+fn r34_16_readers_refuse_a_fifo() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("audit.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for command in ["verify", "show"] {
+        let out = agentguard(&["audit", command, fifo.to_str().unwrap()]);
+        assert_ne!(out.status.code(), Some(0), "{command}");
+        assert!(
+            stderr(&out).contains("a FIFO, not a regular file"),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -283,6 +283,46 @@ async fn a_file_secret_is_read_from_its_first_line_and_a_readable_file_is_a_warn
     );
 }
 
+/// Issue 34, item 8: a FIFO (which would hang every run), a device (which would fill memory)
+/// and a first line over 8 KiB are refused, naming the secret, and the run never starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_file_that_is_not_a_small_regular_file_is_refused() {
+    let world = World::start("").await;
+    let fifo = world.dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let long = world.dir.path().join("long");
+    std::fs::write(&long, "x".repeat(8 * 1024 + 1)).unwrap();
+    let original = std::fs::read_to_string(&world.config).unwrap();
+    let world = blocking(move || {
+        for (source, want) in [
+            (fifo.display().to_string(), "a FIFO, not a regular file"),
+            ("/dev/zero".to_owned(), "a device, not a regular file"),
+            (long.display().to_string(), "longer than 8192 bytes"),
+        ] {
+            let text = original.replace(
+                &format!("api = {{ env = \"{TOKEN_ENV}\" }}"),
+                &format!("api = {{ file = \"{source}\" }}"),
+            );
+            std::fs::write(&world.config, text).unwrap();
+            let out = world
+                .command(&["run", "call"])
+                .env_remove(TOKEN_ENV)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(2), "{source}: {}", stderr(&out));
+            assert!(stderr(&out).contains(want), "{source}: {}", stderr(&out));
+            assert!(stderr(&out).contains("secret \"api\""), "{}", stderr(&out));
+        }
+        world
+    })
+    .await;
+    assert_eq!(world.upstream.seen().len(), 0);
+}
+
 #[test]
 fn route_settings_are_checked_when_the_file_is_loaded() {
     let cases = [
@@ -317,6 +357,23 @@ fn route_settings_are_checked_when_the_file_is_loaded() {
         (
             "[commands.c]\nargv = [\"true\"]\nnetwork = \"egress\"\nroutes = [\"missing\"]\n",
             "no route named \"missing\"",
+        ),
+        // Issue 34, item 8: names the loader, a shell or a runtime interprets.
+        (
+            "[secrets]\ns = { env = \"A\" }\n[routes.x]\nupstream = \"https://a.example.test/\"\nsecret = \"s\"\nheader = \"A\"\nvalue = \"{secret}\"\nenv = \"PATH\"\n",
+            "read by the loader",
+        ),
+        (
+            "[secrets]\ns = { env = \"A\" }\n[routes.x]\nupstream = \"https://a.example.test/\"\nsecret = \"s\"\nheader = \"A\"\nvalue = \"{secret}\"\nenv = \"LD_PRELOAD\"\n",
+            "read by the loader",
+        ),
+        (
+            "[secrets]\ns = { env = \"A\" }\n[routes.x]\nupstream = \"https://a.example.test/\"\nsecret = \"s\"\nheader = \"A\"\nvalue = \"{secret}\"\nenv = \"PYTHONSTARTUP\"\n",
+            "read by the loader",
+        ),
+        (
+            "[secrets]\ns = { env = \"A\" }\n[routes.x]\nupstream = \"https://a.example.test/\"\nsecret = \"s\"\nheader = \"A\"\nvalue = \"{secret}\"\nenv = \"home\"\n",
+            "read by the loader",
         ),
         (
             "[secrets]\ns = { k8s_secret = \"api-token/token\" }\n",
