@@ -90,7 +90,7 @@ fn release_binary() -> Result<std::path::PathBuf> {
             "agentguard-cli",
         ],
     )?;
-    Ok(cmd::root().join("target/release/agentguard"))
+    Ok(cmd::target_dir().join("release/agentguard"))
 }
 
 /// The arguments each benchmark program takes after `--`.

@@ -13,13 +13,26 @@ pub(crate) fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Cargo's target folder: `CARGO_TARGET_DIR` when set (relative to the workspace root), else
+/// `target/` in the root.
+pub(crate) fn target_dir() -> PathBuf {
+    target_dir_from(std::env::var_os("CARGO_TARGET_DIR"))
+}
+
+fn target_dir_from(var: Option<std::ffi::OsString>) -> PathBuf {
+    match var.filter(|v| !v.is_empty()) {
+        Some(dir) => root().join(dir),
+        None => root().join("target"),
+    }
+}
+
 /// Builds the debug `agentguard` binary (what e2e and the demo run); returns its path.
 pub(crate) fn debug_binary() -> Result<PathBuf> {
     run(
         "cargo",
         &["build", "--quiet", "--package", "agentguard-cli"],
     )?;
-    Ok(root().join("target/debug/agentguard"))
+    Ok(target_dir().join("debug/agentguard"))
 }
 
 /// Prints the command line, runs it with inherited stdio, and fails unless it exits 0.
@@ -70,4 +83,21 @@ pub(crate) fn succeeds(program: &str, args: &[&str]) -> bool {
 /// Text of stdout, trimmed.
 pub(crate) fn stdout_text(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 34, item 16: `image proxy` and `dist` find the binary where cargo put it.
+    #[test]
+    fn the_target_folder_follows_cargo_target_dir() {
+        assert_eq!(target_dir_from(None), root().join("target"));
+        assert_eq!(target_dir_from(Some("".into())), root().join("target"));
+        assert_eq!(
+            target_dir_from(Some("/tmp/elsewhere".into())),
+            PathBuf::from("/tmp/elsewhere")
+        );
+        assert_eq!(target_dir_from(Some("t2".into())), root().join("t2"));
+    }
 }

@@ -53,12 +53,10 @@ pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
             &triple,
         ],
     )?;
-    let built = cmd::root()
-        .join("target")
-        .join(&triple)
-        .join("release/agentguard");
+    let built = cmd::target_dir().join(&triple).join("release/agentguard");
     // The release profile keeps line tables for backtraces; what is shipped has no symbols.
-    let binary = cmd::root().join("target/xtask/agentguard-static");
+    let binary = cmd::target_dir().join("xtask/agentguard-static");
+    fs::create_dir_all(cmd::target_dir().join("xtask"))?;
     cmd::run(
         "strip",
         &["-o", &binary.to_string_lossy(), &built.to_string_lossy()],

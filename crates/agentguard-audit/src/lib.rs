@@ -14,6 +14,7 @@ mod digest;
 mod error;
 mod event;
 mod file;
+mod keys;
 mod log;
 mod options;
 mod problem;

@@ -255,6 +255,12 @@ fn from_file(mut file: File, path: &Path, base: &Path) -> anyhow::Result<RunConf
     if let Some(engine) = engine {
         builder = builder.engine(engine);
     }
+    if file.workspace.as_deref() == Some(Path::new("")) {
+        return Err(parse_error(
+            "workspace = \"\" names no folder (it would mount the config's own folder); name the workspace folder, or remove the key for no workspace".into(),
+        )
+        .into());
+    }
     let workspace = file.workspace.as_deref().map(resolve);
     builder = workspace::mounted(builder, workspace, mode, claim, file.user.as_deref())?;
     let audit = file.audit.as_ref().map(|a| AuditConfig {

@@ -35,3 +35,16 @@ fn json_paths_are_relative_to_the_base() {
     let missing = from_json(json, "ContainerExecutor", Path::new("/nonexistent"));
     assert!(format!("{:#}", missing.err().unwrap()).contains("/nonexistent/ws"));
 }
+
+/// Issue 34, item 16: an empty workspace and a proxy image that is no image reference are
+/// refused at load, naming the key.
+#[test]
+fn r34_16_an_empty_workspace_and_a_bad_proxy_image_are_refused() {
+    let empty = error(r#"{"image": "i", "engine": "docker", "workspace": ""}"#);
+    assert!(empty.contains("workspace = \"\""), "{empty}");
+    let proxy = error(
+        r#"{"image": "i", "engine": "kubernetes", "kubernetes": {"namespace": "ns", "proxy_image": "x y"}}"#,
+    );
+    assert!(proxy.contains("kubernetes.proxy_image"), "{proxy}");
+    assert!(proxy.contains("' ' is not allowed"), "{proxy}");
+}

@@ -257,16 +257,22 @@ fn validate_pin(image: &str, require_digest: bool) -> Result<()> {
 }
 
 fn validate_image(image: &str) -> Result<()> {
+    check_image("image", image)
+}
+
+/// Checks an image reference (the config's `image`, a cluster's `proxy_image`; `field` names
+/// it in the error): not empty, not an option, only the characters of a reference.
+pub fn check_image(field: &'static str, image: &str) -> Result<()> {
     if image.is_empty() {
         return Err(invalid(
-            "image",
+            field,
             image,
             "the image is empty; name a local image such as localhost/tools:latest",
         ));
     }
     if image.starts_with('-') {
         return Err(invalid(
-            "image",
+            field,
             image,
             "an image reference cannot start with `-`",
         ));
@@ -276,7 +282,7 @@ fn validate_image(image: &str) -> Result<()> {
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@')))
     {
         return Err(invalid(
-            "image",
+            field,
             image,
             format!("character {c:?} is not allowed in an image reference"),
         ));

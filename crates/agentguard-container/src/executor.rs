@@ -19,6 +19,7 @@ use agentguard_policy::{Arg, Invocation, Value};
 
 use crate::argv::{EngineCommand, RunIdentity};
 use crate::capture::{OutputMeter, Plan, Stop, capture};
+use crate::classify::{classify, oci_runtime_failed};
 use crate::error::RunError;
 use crate::process::{run_quiet, spawn_command};
 use crate::result::{RunResult, RunStatus};
@@ -263,8 +264,14 @@ impl ContainerExecutor {
         let status = match captured.stop {
             Some(Stop::TimedOut) => RunStatus::TimedOut,
             Some(Stop::OutputLimit) => RunStatus::OutputLimit,
-            None if exit_code == Some(125) => {
-                return Err(self.classify_engine_error(&String::from_utf8_lossy(&captured.stderr)));
+            // 125 is the engine's own failure; Podman reports an OCI runtime that failed to
+            // start the container (crun on a hybrid cgroup host) as 126: the command never
+            // ran, so neither is an exit of its own.
+            None if exit_code == Some(125)
+                || exit_code == Some(126) && oci_runtime_failed(&captured.stderr) =>
+            {
+                let stderr = String::from_utf8_lossy(&captured.stderr);
+                return Err(classify(&self.spec, &stderr));
             }
             None if exit_code == Some(137) => RunStatus::Killed,
             None => RunStatus::Exited,
@@ -280,6 +287,11 @@ impl ContainerExecutor {
             container: identity.name.clone(),
             oom_killed: false,
         };
+        self.checked(result)
+    }
+
+    /// The result, or with `check` a failed one as an error.
+    fn checked(&self, result: RunResult) -> Result<RunResult, RunError> {
         if self.spec.check() && !result.success() {
             return Err(RunError::Failed(Box::new(result)));
         }
@@ -332,7 +344,10 @@ impl ContainerExecutor {
             source,
         })?;
         if !output.status.success() {
-            return Err(self.classify_engine_error(&String::from_utf8_lossy(&output.stderr)));
+            return Err(classify(
+                &self.spec,
+                &String::from_utf8_lossy(&output.stderr),
+            ));
         }
         let seen = String::from_utf8_lossy(&output.stdout);
         let matches = match self.spec.image_pin() {
@@ -349,46 +364,6 @@ impl ContainerExecutor {
                 image: image.to_owned(),
                 reason: format!("the local image has {}", seen.trim()),
             })
-        }
-    }
-
-    pub(crate) fn classify_engine_error(&self, stderr: &str) -> RunError {
-        let engine = self.spec.engine().kind;
-        let lower = stderr.to_ascii_lowercase();
-        let message = stderr.trim().to_owned();
-        if lower.contains("no such image")
-            || lower.contains("image not known")
-            || lower.contains("unable to find image")
-            || lower.contains("not found in local storage")
-        {
-            RunError::MissingImage {
-                image: self.spec.image().to_owned(),
-                engine,
-            }
-        } else if lower.contains("unknown or invalid runtime")
-            || lower.contains("unknown runtime")
-            || lower.contains("could not find runtime")
-            || lower.contains("runtime") && lower.contains("not found")
-        {
-            RunError::UnknownRuntime {
-                runtime: self
-                    .spec
-                    .runtime()
-                    .map_or("default", |r| r.as_str())
-                    .to_owned(),
-                engine,
-            }
-        } else if lower.contains(crate::argv::PROXY_SOCKET_TARGET)
-            || lower.contains(crate::argv::RELAY_TARGET)
-        {
-            RunError::RelayMount { engine, message }
-        } else if lower.contains("cannot connect to the docker daemon")
-            || lower.contains("is the docker daemon running")
-            || lower.contains("unable to connect to podman")
-        {
-            RunError::EngineNotRunning { engine, message }
-        } else {
-            RunError::Engine { engine, message }
         }
     }
 }

@@ -13,6 +13,7 @@
 mod argv;
 mod builder;
 mod capture;
+mod classify;
 pub mod doctor;
 mod engine;
 mod error;
@@ -32,7 +33,7 @@ pub use argv::{
     EngineCommand, PROXY_SOCKET_TARGET, RELAY_TARGET, Relay, RouteVariable, RunIdentity,
     WORKSPACE_TARGET,
 };
-pub use builder::{ContainerSpecBuilder, MAX_TIMEOUT, check_mount_source};
+pub use builder::{ContainerSpecBuilder, MAX_TIMEOUT, check_image, check_mount_source};
 pub use capture::OutputMeter;
 pub use engine::{Engine, on_path};
 pub use error::{Error, Result, RunError};

@@ -414,14 +414,12 @@ fn engine_failures_are_classified_never_reported_as_a_tool_failure() {
         ),
     ] {
         assert_eq!(
-            executor.classify_engine_error(stderr).reason(),
+            crate::classify::classify(executor.spec(), stderr).reason(),
             reason,
             "{stderr}"
         );
     }
-    let message = executor
-        .classify_engine_error("No such image: x")
-        .to_string();
+    let message = crate::classify::classify(executor.spec(), "No such image: x").to_string();
     assert!(
         message.contains("pull is `never`") && message.contains("docker import"),
         "says what to do: {message}"

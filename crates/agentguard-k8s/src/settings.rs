@@ -30,6 +30,18 @@ impl K8sSettings {
                 dns_label(field, value)?;
             }
         }
+        if let Some(image) = &self.proxy_image {
+            agentguard_container::check_image("kubernetes.proxy_image", image).map_err(|e| {
+                Error::Invalid {
+                    field: "kubernetes.proxy_image",
+                    value: image.clone(),
+                    why: match e {
+                        agentguard_container::Error::Invalid { reason, .. } => reason,
+                        other => other.to_string(),
+                    },
+                }
+            })?;
+        }
         if let Some(context) = &self.context
             && (context.is_empty()
                 || context.starts_with('-')

@@ -50,6 +50,7 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
     compare("docs/egress.md statuses", &rows, &kinds, problems);
 
     routes(&doc("routes.md")?, problems);
+    mcp_fetch_codes(&doc("mcp.md")?, &policy_codes, problems);
 
     let netpin = doc("netpin.md")?;
     let documented = codes(&table(&netpin, "| code | meaning |"), 0);
@@ -90,6 +91,26 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
 }
 
 /// The audit key table, and the keys the source writes.
+/// The `fetch` tool's reason codes docs/mcp.md names are codes a fetch reports.
+fn mcp_fetch_codes(mcp: &str, policy: &BTreeSet<String>, problems: &mut Vec<String>) {
+    let Some(row) = mcp.lines().find(|l| l.starts_with("| `reason` |")) else {
+        problems.push("docs/mcp.md: no `reason` row in the result table".into());
+        return;
+    };
+    let Some((_, fetch)) = row.split_once("for `fetch`") else {
+        problems.push("docs/mcp.md: the `reason` row does not list the fetch codes".into());
+        return;
+    };
+    let known: BTreeSet<&str> = FetchError::REASONS.iter().copied().collect();
+    for code in fetch.split('`').skip(1).step_by(2) {
+        if !known.contains(code) && !policy.contains(code) {
+            problems.push(format!(
+                "docs/mcp.md: `{code}` is named as a fetch reason but no fetch reports it"
+            ));
+        }
+    }
+}
+
 /// The headers docs/routes.md says a route drops are the ones `route_headers.rs` drops.
 fn routes(routes: &str, problems: &mut Vec<String>) {
     let rows: BTreeSet<String> = table(routes, "| header | direction | why |")

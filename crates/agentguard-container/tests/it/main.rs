@@ -35,6 +35,15 @@ fn spec(engine: &FakeEngine) -> ContainerSpecBuilder {
             ["sh", "-c", "echo 'something else' >&2; exit 125"],
         )
         .command("oom", ["sh", "-c", "exit 137"])
+        .command(
+            "oci_failed",
+            [
+                "sh",
+                "-c",
+                "echo 'Error: OCI runtime error: crun: cgroups in hybrid mode not supported' >&2; exit 126",
+            ],
+        )
+        .command("not_executable", ["sh", "-c", "echo 'sh: ./x: Permission denied' >&2; exit 126"])
         .command("fails", ["sh", "-c", "exit 3"])
 }
 
@@ -137,6 +146,13 @@ async fn engine_exit_125_is_an_engine_error_and_137_a_probable_oom() {
     assert!(broken.to_string().contains("something else"), "{broken}");
     let oom = run(&executor, "oom").await.unwrap();
     assert_eq!((oom.status, oom.exit_code), (RunStatus::Killed, Some(137)));
+    // Issue 34, item 16: an OCI runtime that could not start the container is an engine
+    // error, never the command's own 126.
+    let oci = run(&executor, "oci_failed").await.unwrap_err();
+    assert!(matches!(oci, RunError::Engine { .. }), "{oci:?}");
+    assert!(oci.to_string().contains("hybrid mode"), "{oci}");
+    let own = run(&executor, "not_executable").await.unwrap();
+    assert_eq!((own.status, own.exit_code), (RunStatus::Exited, Some(126)));
 }
 
 #[tokio::test]

@@ -1,0 +1,50 @@
+//! What an engine's failure means: its stderr read into a typed [`RunError`] (a missing
+//! image, an unknown runtime, a relay mount that failed, a daemon that is not running, an OCI
+//! runtime that could not start the container, or any other engine error).
+
+use crate::error::RunError;
+use crate::spec::ContainerSpec;
+
+/// The error an engine failure (exit 125, or Podman's 126 for a failed OCI runtime) means.
+pub(crate) fn classify(spec: &ContainerSpec, stderr: &str) -> RunError {
+    let engine = spec.engine().kind;
+    let lower = stderr.to_ascii_lowercase();
+    let message = stderr.trim().to_owned();
+    if lower.contains("no such image")
+        || lower.contains("image not known")
+        || lower.contains("unable to find image")
+        || lower.contains("not found in local storage")
+    {
+        RunError::MissingImage {
+            image: spec.image().to_owned(),
+            engine,
+        }
+    } else if lower.contains("unknown or invalid runtime")
+        || lower.contains("unknown runtime")
+        || lower.contains("could not find runtime")
+        || lower.contains("runtime") && lower.contains("not found")
+    {
+        RunError::UnknownRuntime {
+            runtime: spec.runtime().map_or("default", |r| r.as_str()).to_owned(),
+            engine,
+        }
+    } else if lower.contains(crate::argv::PROXY_SOCKET_TARGET)
+        || lower.contains(crate::argv::RELAY_TARGET)
+    {
+        RunError::RelayMount { engine, message }
+    } else if lower.contains("cannot connect to the docker daemon")
+        || lower.contains("is the docker daemon running")
+        || lower.contains("unable to connect to podman")
+    {
+        RunError::EngineNotRunning { engine, message }
+    } else {
+        RunError::Engine { engine, message }
+    }
+}
+
+/// True when the engine's stderr says its OCI runtime failed to start the container (Podman:
+/// `Error: OCI runtime error: ...`; Docker: `OCI runtime create failed`).
+pub(crate) fn oci_runtime_failed(stderr: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(stderr).to_ascii_lowercase();
+    text.contains("oci runtime error") || text.contains("oci runtime create failed")
+}
