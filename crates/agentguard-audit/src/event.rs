@@ -213,24 +213,50 @@ impl Event {
         if params.is_empty() {
             return self;
         }
-        self.data("params", params_json(params))
+        self.data("params", params_with(params, recorded_text))
     }
 }
 
-/// A command's checked param values as one JSON object (strings and integers), as the audit
-/// log, `run --json` and MCP results write them.
+/// A command's checked param values as one JSON object (strings and integers), as `run
+/// --json` and MCP results write them (the audit log cuts long ones: [`recorded_text`]).
 pub fn params_json(params: &[(String, agentguard_policy::Value)]) -> Value {
+    params_with(params, str::to_owned)
+}
+
+fn params_with(
+    params: &[(String, agentguard_policy::Value)],
+    text: impl Fn(&str) -> String,
+) -> Value {
     let map: serde_json::Map<String, Value> = params
         .iter()
         .map(|(name, value)| {
             let value = match value {
-                agentguard_policy::Value::Text(text) => Value::from(text.as_str()),
+                agentguard_policy::Value::Text(t) => Value::from(text(t)),
                 agentguard_policy::Value::Integer(n) => Value::from(*n),
             };
             (name.clone(), value)
         })
         .collect();
     Value::Object(map)
+}
+
+/// The longest param value recorded whole; a longer one is cut (see [`recorded_text`]).
+pub const MAX_RECORDED_VALUE: usize = 1024;
+
+/// A value as the audit log records it: whole up to [`MAX_RECORDED_VALUE`] bytes; longer, its
+/// first 256 characters, then `…[cut: N bytes, sha256 HEX]`, so that a run's event always fits
+/// in one line (a run never starts unless its event can be written) and still identifies the
+/// exact value.
+pub fn recorded_text(text: &str) -> String {
+    if text.len() <= MAX_RECORDED_VALUE {
+        return text.to_owned();
+    }
+    let head: String = text.chars().take(256).collect();
+    format!(
+        "{head}…[cut: {} bytes, sha256 {}]",
+        text.len(),
+        crate::digest::sha256_hex(text.as_bytes())
+    )
 }
 
 /// Text that came from a client or a peer, shown to people (a table, a log line, an error

@@ -27,8 +27,8 @@ pub use agentguard_policy::is_hidden;
 pub use chain::{GENESIS, Key, MAX_LINE_BYTES, MIN_KEY_LEN};
 pub use error::{Error, Result};
 pub use event::{
-    Decision, Escaped, Event, KEYS, Kind, MAX_CLIENT_TEXT, Record, SCHEMA_VERSION, ValueType,
-    capped, error_chain, mistyped_key, params_json,
+    Decision, Escaped, Event, KEYS, Kind, MAX_CLIENT_TEXT, MAX_RECORDED_VALUE, Record,
+    SCHEMA_VERSION, ValueType, capped, error_chain, mistyped_key, params_json, recorded_text,
 };
 pub use file::open_regular;
 pub use log::AuditLog;

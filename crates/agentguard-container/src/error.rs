@@ -198,10 +198,15 @@ impl RunError {
     /// Why the engine program could not be started: out of descriptors (EMFILE, ENFILE: the
     /// program is there, this process has none left), or missing.
     pub(crate) fn spawn(program: PathBuf, source: std::io::Error) -> RunError {
-        if matches!(source.raw_os_error(), Some(23 | 24)) {
-            RunError::OutOfDescriptors { program, source }
-        } else {
-            RunError::EngineMissing { program, source }
+        match source.raw_os_error() {
+            Some(23 | 24) => RunError::OutOfDescriptors { program, source },
+            // ENOENT, EACCES, ENOEXEC: the engine is not there or cannot be run.
+            Some(2 | 8 | 13) | None => RunError::EngineMissing { program, source },
+            // E2BIG and the rest are no missing engine.
+            _ => RunError::Io {
+                action: "starting the engine",
+                source,
+            },
         }
     }
 
@@ -243,6 +248,8 @@ mod spawn_tests {
             (23, "out_of_descriptors", true),
             (2, "engine_missing", false),
             (13, "engine_missing", false),
+            // Issue 34, item 15: an argument list too long is never a missing engine.
+            (7, "io_error", false),
         ] {
             let error = RunError::spawn("docker".into(), std::io::Error::from_raw_os_error(errno));
             assert_eq!(

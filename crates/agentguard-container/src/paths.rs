@@ -1,7 +1,8 @@
-//! The host side of a `path` param: with `must_exist` or `kind`, its value is checked on the
-//! workspace folder with lstat, component by component, and refused if any component is a
-//! symlink, is missing, or (the last) is not the param's kind. The lexical rules were the
-//! policy crate's; this is the only part of a param check that does I/O.
+//! The host side of a `path` param: its value is walked on the workspace folder with lstat,
+//! component by component, and refused if a component that exists is a symlink (one an
+//! earlier `rw` run may have planted); with `must_exist` or `kind`, also if one is missing or
+//! (the last) is not the param's kind. The lexical rules were the policy crate's; this is the
+//! only part of a param check that does I/O.
 //!
 //! What the check cannot close: the path is resolved again inside the container when the
 //! command opens it, so a symlink made after the check is followed there. It is followed in
@@ -23,6 +24,10 @@ impl ContainerSpec {
         let invocation = self.commands.invoke(name, args)?;
         for check in invocation.host_checks() {
             let Some((root, _)) = self.workspace() else {
+                if !check.must_exist {
+                    // No workspace on this host (none, or a cluster's claim): lexical only.
+                    continue;
+                }
                 return Err(refuse(
                     name,
                     check,
@@ -57,6 +62,10 @@ fn on_host(root: &Path, check: &HostCheck) -> Result<(), (Rule, String)> {
         let shown = components[..=i].join("/");
         let meta = match std::fs::symlink_metadata(&at) {
             Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !check.must_exist => {
+                // Nothing below a missing component exists to follow.
+                return Ok(());
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err((
                     Rule::NotFound,
@@ -103,13 +112,22 @@ mod tests {
 
     use crate::{ContainerSpec, Engine};
 
-    /// A workspace with real files and links, and `show` taking a checked path of `kind`.
+    /// A workspace with real files and links, and `show` taking a checked path of `kind`
+    /// (`lexical`: a path with only `under`, neither `kind` nor `must_exist`).
     fn spec(ws: &std::path::Path, kind: &str) -> ContainerSpec {
-        let param = ParamSpec {
-            kind: "path".into(),
-            path_kind: Some(kind.into()),
-            must_exist: Some(true),
-            ..ParamSpec::default()
+        let param = if kind == "lexical" {
+            ParamSpec {
+                kind: "path".into(),
+                under: Some("tests".into()),
+                ..ParamSpec::default()
+            }
+        } else {
+            ParamSpec {
+                kind: "path".into(),
+                path_kind: Some(kind.into()),
+                must_exist: Some(true),
+                ..ParamSpec::default()
+            }
         };
         ContainerSpec::builder("localhost/tools:latest")
             .engine(Engine::parse("docker").unwrap())
@@ -165,5 +183,12 @@ mod tests {
         let any = spec(&ws, "any");
         assert_eq!(rule(&any, "tests/unit/test_a.py"), "accepted");
         assert_eq!(rule(&any, "tests/file_link.py"), "symlink");
+        // Issue 34, item 15: `under` alone is walked too: a link an earlier rw run planted is
+        // refused; a path that does not exist yet is not (nothing along it to follow).
+        let lexical = spec(&ws, "lexical");
+        assert_eq!(rule(&lexical, "tests/dir_link/secret"), "symlink");
+        assert_eq!(rule(&lexical, "tests/file_link.py"), "symlink");
+        assert_eq!(rule(&lexical, "tests/unit/test_a.py"), "accepted");
+        assert_eq!(rule(&lexical, "tests/new/out.txt"), "accepted");
     }
 }

@@ -47,7 +47,9 @@ pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES};
 pub use port::{DEFAULT_PORT, PortSet};
 pub use rule::Rule;
 pub use target::{TargetPermit, TargetPolicy, TargetPolicyBuilder};
-pub use template::{ArgError, Command, HostCheck, Invocation, WORKSPACE};
+pub use template::{
+    ArgError, Command, HostCheck, Invocation, MAX_ARG_BYTES, MAX_ARGV_BYTES, MAX_PARAMS, WORKSPACE,
+};
 pub use value::{Arg, Placement, Value};
 
 #[cfg(test)]

@@ -296,17 +296,23 @@ fn string_type(spec: &ParamSpec, key: &dyn Fn(&str) -> String) -> Result<ParamTy
             key("pattern")
         ));
     };
-    let regex = regex::RegexBuilder::new(&format!("^(?:{pattern})$"))
-        .size_limit(PATTERN_SIZE_LIMIT)
-        .build()
-        .map_err(|e| {
-            let text = e.to_string();
-            format!(
-                "{}: {pattern:?} is not a regular expression the regex crate accepts: {}",
-                key("pattern"),
-                text.lines().last().unwrap_or(&text).trim()
-            )
-        })?;
+    let refused = |e: regex::Error| {
+        let text = e.to_string();
+        format!(
+            "{}: {pattern:?} is not a regular expression the regex crate accepts: {}",
+            key("pattern"),
+            text.lines().last().unwrap_or(&text).trim()
+        )
+    };
+    // The pattern alone first: anchoring its text could otherwise close a group it opened
+    // (`a)|(.*` would become `^(?:a)|(.*)$`, which matches anything).
+    let build = |text: &str| {
+        regex::RegexBuilder::new(text)
+            .size_limit(PATTERN_SIZE_LIMIT)
+            .build()
+    };
+    build(pattern).map_err(refused)?;
+    let regex = build(&format!("^(?:{pattern})$")).map_err(refused)?;
     let max_length = spec.max_length.unwrap_or(DEFAULT_MAX_LENGTH);
     if max_length == 0 || max_length > MAX_STRING_LENGTH {
         return Err(format!(

@@ -46,6 +46,9 @@ pub struct HostCheck {
     pub path: String,
     /// What it must be.
     pub kind: PathKind,
+    /// Whether it must exist (`must_exist` or `kind` declared). Every path is walked when
+    /// the workspace is on this host: the components that exist may not be symlinks.
+    pub must_exist: bool,
 }
 
 /// A command with checked values: the argv to run, the values (for the audit log), and the
@@ -115,6 +118,17 @@ fn shown(value: Option<&str>) -> String {
     }
 }
 
+/// The most params a command may declare (its audit event must stay within one log line).
+pub const MAX_PARAMS: usize = 32;
+
+/// The kernel's limit on one argument, its NUL included (`MAX_ARG_STRLEN`): a longer argv
+/// element makes `execve` fail with `E2BIG`, so a value that would make one is refused first.
+pub const MAX_ARG_BYTES: usize = 128 * 1024;
+
+/// The most bytes a command's placed argv may hold in all (half the usual `ARG_MAX`, leaving
+/// room for the engine's flags and the environment).
+pub const MAX_ARGV_BYTES: usize = 1024 * 1024;
+
 impl Command {
     /// Builds a command from its argv template and params; errors name the element or key.
     pub fn from_template(
@@ -122,6 +136,12 @@ impl Command {
         argv: Vec<String>,
         params: &BTreeMap<String, ParamSpec>,
     ) -> Result<Command, String> {
+        if params.len() > MAX_PARAMS {
+            return Err(format!(
+                "{} params are declared; a command takes at most {MAX_PARAMS}",
+                params.len()
+            ));
+        }
         for param in params.keys() {
             validate_name(param)?;
         }
@@ -230,19 +250,58 @@ impl Command {
             };
             values.insert(name.as_str(), value);
         }
-        Ok(self.place(values))
+        let invocation = self.place(values);
+        self.fits(&invocation.argv).map_err(|(param, why)| {
+            refuse(
+                param,
+                given.get(param).copied(),
+                refused(Rule::TooLong, why),
+            )
+        })?;
+        Ok(invocation)
+    }
+
+    /// Checks that the placed `argv` can be executed: no element of [`MAX_ARG_BYTES`] or
+    /// more, at most [`MAX_ARGV_BYTES`] in all. `Err((param, why))` names the param to blame.
+    fn fits(&self, argv: &[String]) -> Result<(), (&str, String)> {
+        let total: usize = argv.iter().map(|a| a.len() + 1).sum();
+        let mut largest: Option<(&str, usize)> = None;
+        for (element, placed) in self.template.iter().zip(argv) {
+            let Element::Slot { param, .. } = element else {
+                continue;
+            };
+            let len = placed.len();
+            if len >= MAX_ARG_BYTES {
+                let max = MAX_ARG_BYTES - 1;
+                let why = format!(
+                    "its argv element would be {len} bytes; the kernel takes at most {max} per argument"
+                );
+                return Err((param, why));
+            }
+            if largest.is_none_or(|(_, l)| len > l) {
+                largest = Some((param, len));
+            }
+        }
+        match largest {
+            Some((param, _)) if total > MAX_ARGV_BYTES => Err((
+                param,
+                format!(
+                    "the argv would be {total} bytes in all; at most {MAX_ARGV_BYTES} are allowed"
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn place(&self, values: BTreeMap<&str, Value>) -> Invocation {
         let mut host_checks = Vec::new();
         for (name, value) in &values {
-            if let (ParamType::Path(rule), Value::Text(path)) = (&self.params[*name].ty, value)
-                && rule.host_checked()
-            {
+            if let (ParamType::Path(rule), Value::Text(path)) = (&self.params[*name].ty, value) {
                 host_checks.push(HostCheck {
                     param: (*name).to_owned(),
                     path: path.clone(),
                     kind: rule.kind.unwrap_or(PathKind::Any),
+                    must_exist: rule.host_checked(),
                 });
             }
         }

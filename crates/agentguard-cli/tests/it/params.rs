@@ -255,3 +255,102 @@ fn declarations_are_checked_at_load_and_name_the_key() {
         );
     }
 }
+
+/// Issue 34, item 9: the largest value every type accepts runs and its event is in the
+/// verified log (a long value cut, with its SHA-256). A value whose argv element the kernel
+/// would refuse (E2BIG) cannot come through a command line; policy's tests refuse it.
+#[test]
+fn r34_9_the_largest_accepted_values_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FakeEngine::new();
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    let long_enum = "e".repeat(3000);
+    let cfg = dir.path().join("agentguard.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"image = "localhost/tools:latest"
+engine = "{}"
+workspace = "ws"
+
+[audit]
+path = "audit.jsonl"
+
+[commands.big]
+argv = ["true", "{{s}}", "--n={{n}}", "{{p}}", "{{e}}"]
+
+[commands.big.params.s]
+type = "string"
+pattern = "[a-z€]+"
+max_length = 65536
+
+[commands.big.params.n]
+type = "integer"
+min = -9223372036854775808
+max = 9223372036854775807
+
+[commands.big.params.p]
+type = "path"
+
+[commands.big.params.e]
+type = "enum"
+values = ["{long_enum}"]
+default = "{long_enum}"
+"#,
+            engine.path().display()
+        ),
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let s = "a".repeat(65536);
+    let component = "c".repeat(254);
+    let mut p = std::iter::repeat_n(component.as_str(), 16)
+        .collect::<Vec<_>>()
+        .join("/");
+    p.truncate(4096);
+    let p = p.trim_end_matches('/').to_owned();
+    let out = agentguard(&[
+        "run",
+        "--config",
+        cfg,
+        "big",
+        &format!("s={s}"),
+        "n=-9223372036854775808",
+        &format!("p={p}"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let verify = agentguard(&[
+        "audit",
+        "verify",
+        dir.path().join("audit.jsonl").to_str().unwrap(),
+    ]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+    let runs: Vec<Value> = audit(dir.path())
+        .into_iter()
+        .filter(|e| e["kind"] == "container_run")
+        .collect();
+    assert_eq!(runs.len(), 1, "the run's event was written");
+    let params = &runs[0]["data"]["params"];
+    let recorded = params["s"].as_str().unwrap();
+    let digest = {
+        use sha2::Digest as _;
+        sha2::Sha256::digest(s.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    assert!(
+        recorded.starts_with(&"a".repeat(256))
+            && recorded.ends_with(&format!("…[cut: 65536 bytes, sha256 {digest}]")),
+        "{recorded}"
+    );
+    assert_eq!(params["n"], i64::MIN);
+    assert!(
+        params["p"].as_str().unwrap().contains("…[cut: "),
+        "{params}"
+    );
+    assert!(
+        params["e"].as_str().unwrap().contains("…[cut: 3000 bytes"),
+        "{params}"
+    );
+}

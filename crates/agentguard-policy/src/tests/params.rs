@@ -119,7 +119,9 @@ fn accepted_values_become_exactly_one_argv_element_each() {
             "/workspace/tests/test_api.py"
         ]
     );
-    assert_eq!(run.host_checks(), []);
+    // Lexical only, yet walked on the host when the workspace is there (no symlink along it).
+    assert_eq!(run.host_checks().len(), 1);
+    assert!(!run.host_checks()[0].must_exist);
     let spaced = list
         .invoke("test_file", &word("path", "tests/a b; rm -rf $HOME"))
         .unwrap();
@@ -337,6 +339,11 @@ fn templates_and_declarations_are_checked_at_load() {
             load(&["x", "{p}"], &[("p", string("("))]),
             "not a regular expression",
         ),
+        // Issue 34, item 15: anchoring the text would have closed the group it opened.
+        (
+            load(&["x", "{p}"], &[("p", string("a)|(.*"))]),
+            "not a regular expression",
+        ),
         (
             load(&["x", "{p}"], &[("p", spec("enum"))]),
             "at least one value",
@@ -452,6 +459,60 @@ fn templates_and_declarations_are_checked_at_load() {
             .unwrap_err()
             .contains("names no declared param")
     );
+}
+
+/// Issue 34, item 15: a value whose argv element the kernel would refuse (`MAX_ARG_STRLEN`,
+/// E2BIG) is refused as `too_long` at check time, and so is an argv over `MAX_ARGV_BYTES`;
+/// a command declares at most `MAX_PARAMS` params.
+#[test]
+fn r34_15_argv_elements_the_kernel_would_refuse_are_too_long() {
+    let wide = ParamSpec {
+        pattern: Some("[a-z€]+".into()),
+        max_length: Some(65_536),
+        ..spec("string")
+    };
+    let mut list = CommandAllowlist::new();
+    let argv = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    list.insert_with_params(
+        "echo",
+        argv(&["echo", "{s}"]),
+        &BTreeMap::from([("s".to_owned(), wide.clone())]),
+    )
+    .unwrap();
+    // 65,536 ASCII characters fit in one argument; as many three-byte ones do not.
+    assert!(list.invoke("echo", &word("s", &"a".repeat(65_536))).is_ok());
+    let args = word("s", &"€".repeat(65_536));
+    assert_eq!(refused_by(&list, "echo", &args), "too_long");
+    let message = list.invoke("echo", &args).unwrap_err().message;
+    assert!(message.contains("per argument"), "{message}");
+    // Ten elements of 115,000 bytes each: each fits, the whole argv does not.
+    let names: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
+    let mut template = vec!["echo".to_owned()];
+    template.extend(names.iter().map(|n| format!("{{{n}}}")));
+    let params: BTreeMap<String, ParamSpec> =
+        names.iter().map(|n| (n.clone(), wide.clone())).collect();
+    list.insert_with_params("many", template, &params).unwrap();
+    let args: Vec<(String, Arg)> = names
+        .iter()
+        .map(|n| {
+            (
+                n.clone(),
+                Arg::Word("a".repeat(40_000) + &"€".repeat(25_000)),
+            )
+        })
+        .collect();
+    assert_eq!(refused_by(&list, "many", &args), "too_long");
+    let message = list.invoke("many", &args).unwrap_err().message;
+    assert!(message.contains("in all"), "{message}");
+    let too_many: BTreeMap<String, ParamSpec> = (0..=crate::MAX_PARAMS)
+        .map(|i| (format!("p{i}"), string("[a-z]+")))
+        .collect();
+    let mut template = vec!["echo".to_owned()];
+    template.extend(too_many.keys().map(|n| format!("{{{n}}}")));
+    let error = list
+        .insert_with_params("lots", template, &too_many)
+        .unwrap_err();
+    assert!(error.to_string().contains("at most 32"), "{error}");
 }
 
 #[test]
