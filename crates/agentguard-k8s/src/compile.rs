@@ -30,8 +30,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::error::{Error, Result};
 use crate::model::{
     CONTAINER, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, Manifests, PROXY_ADDRESS_PLACEHOLDER,
-    RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened, labels, policy_port, pull_policy,
-    resources, restricted_container, restricted_pod, run_meta, selector, to_json,
+    RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened, labels, literal, literal_argv,
+    policy_port, pull_policy, resources, restricted_container, restricted_pod, run_meta, selector,
+    to_json,
 };
 use crate::settings::K8sSettings;
 
@@ -65,7 +66,7 @@ pub fn compile(request: &RunRequest<'_>, settings: &K8sSettings) -> Result<Manif
         name: CONTAINER.into(),
         image: Some(spec.image().to_owned()),
         image_pull_policy: Some(pull_policy(spec.image()).into()),
-        command: Some(request.invocation.argv().to_vec()),
+        command: Some(literal_argv(request.invocation.argv())),
         env: Some(environment(spec, &request.network)),
         resources: Some(resources(
             &format!("{}m", spec.cpus().millicores()),
@@ -158,7 +159,7 @@ fn runtime_class(spec: &ContainerSpec, settings: &K8sSettings) -> Result<Option<
 fn environment(spec: &ContainerSpec, network: &RunNetwork) -> Vec<EnvVar> {
     let var = |name: &str, value: String| EnvVar {
         name: name.to_owned(),
-        value: Some(value),
+        value: Some(literal(&value)),
         value_from: None,
     };
     let mut env: Vec<EnvVar> = spec

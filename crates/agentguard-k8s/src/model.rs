@@ -279,3 +279,15 @@ pub(crate) fn to_json<T: serde::Serialize>(kind: &'static str, value: &T) -> cra
         why: e.to_string(),
     })
 }
+
+/// `text` as the kubelet passes it on: it expands `$(VAR)` and turns `$$` into `$` in a
+/// container's `command`, `args` and `env` values, so every `$` is written `$$` and the
+/// process gets exactly the value the validator checked (`$(PYTEST_ADDOPTS)` stays itself).
+pub(crate) fn literal(text: &str) -> String {
+    text.replace('$', "$$")
+}
+
+/// Every element of `argv` as [`literal`].
+pub(crate) fn literal_argv(argv: &[String]) -> Vec<String> {
+    argv.iter().map(|a| literal(a)).collect()
+}

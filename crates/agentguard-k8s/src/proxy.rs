@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    EgressPlan, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, RunRequest, labels, policy_port, pull_policy,
-    resources, restricted_container, restricted_pod, run_meta, selector, to_json,
+    EgressPlan, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, RunRequest, labels, literal_argv, policy_port,
+    pull_policy, resources, restricted_container, restricted_pod, run_meta, selector, to_json,
 };
 use crate::settings::K8sSettings;
 
@@ -141,7 +141,7 @@ fn pod(
         name: "proxy".into(),
         image: Some(image.to_owned()),
         image_pull_policy: Some(pull_policy(image).into()),
-        command: Some(proxy_argv(request.run_id, plan, ports)),
+        command: Some(literal_argv(&proxy_argv(request.run_id, plan, ports))),
         ports: Some(vec![ContainerPort {
             name: Some("proxy".into()),
             container_port: i32::from(plan.proxy_port),

@@ -350,3 +350,47 @@ fn the_proxy_image_gets_the_same_pull_rule_as_the_runs_image() {
         );
     }
 }
+
+/// Issue 34, item 12: the kubelet expands `$(VAR)` and turns `$$` into `$` in `command` and
+/// `env`, so every `$` is written `$$`: the process gets the value the validator checked.
+#[test]
+fn r34_12_a_dollar_reaches_the_pod_as_itself() {
+    let word = agentguard_policy::ParamSpec {
+        kind: "string".into(),
+        pattern: Some(r"[A-Za-z$()_ ]+".into()),
+        ..agentguard_policy::ParamSpec::default()
+    };
+    let spec = ContainerSpec::builder(format!("localhost/tools@sha256:{}", "a".repeat(64)))
+        .command_with_params(
+            "say",
+            vec!["echo".into(), "{word}".into()],
+            std::collections::BTreeMap::from([("word".to_owned(), word)]),
+        )
+        .env("GREETING", "$(HOME) costs $$5")
+        .build()
+        .unwrap();
+    let args = [(
+        "word".to_owned(),
+        agentguard_policy::Arg::Word("$(PYTEST_ADDOPTS) and $$".into()),
+    )];
+    let invocation = spec.commands().invoke("say", &args).unwrap();
+    let labels = vec![];
+    let request = RunRequest {
+        spec: &spec,
+        invocation: &invocation,
+        run_id: "agentguard-4242-1-0",
+        labels: &labels,
+        network: RunNetwork::None,
+        workspace_rw: false,
+    };
+    let manifests = compile(&request, &settings()).unwrap();
+    let pod = &pods(&manifests)[0];
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["command"],
+        serde_json::json!(["echo", "$$(PYTEST_ADDOPTS) and $$$$"])
+    );
+    let env = container["env"].as_array().unwrap();
+    let greeting = env.iter().find(|e| e["name"] == "GREETING").unwrap();
+    assert_eq!(greeting["value"], "$$(HOME) costs $$$$5");
+}
