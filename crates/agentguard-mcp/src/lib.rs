@@ -15,6 +15,7 @@
 mod builder;
 mod error;
 mod event;
+mod gate;
 pub mod present;
 pub mod result;
 mod runner;
@@ -22,6 +23,7 @@ pub mod schema;
 mod serve;
 mod server;
 pub mod tools;
+mod wire;
 
 pub use builder::McpServerBuilder;
 pub use error::Error;

@@ -125,12 +125,16 @@ pub fn arguments(arguments: Option<&JsonObject>) -> Vec<(String, Arg)> {
         .collect()
 }
 
-fn arg(value: &Value) -> Arg {
+pub(crate) fn arg(value: &Value) -> Arg {
     match value {
         Value::String(s) => Arg::Text(s.clone()),
         Value::Number(n) => match (n.as_i64(), n.as_u64()) {
             (Some(i), _) => Arg::Integer(i128::from(i)),
             (None, Some(u)) => Arg::Integer(i128::from(u)),
+            // serde_json keeps `-0` as a float to keep its sign: no fraction, but no integer.
+            (None, None) if n.as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()) => {
+                Arg::Other("negative zero (-0)")
+            }
             // A fraction or an exponent (`3.0`, `1e1`), or past 2^64.
             (None, None) => Arg::Other("number with a fraction or an exponent"),
         },

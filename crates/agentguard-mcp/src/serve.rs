@@ -1,46 +1,23 @@
-//! Serving on a byte stream pair (stdio in the CLI): the input is watched for its end, which
-//! stops the server like a signal does, so that every run ends with it (rmcp alone would wait
-//! for in-flight calls to finish on their own).
+//! Serving on a byte stream pair (stdio in the CLI): the wire gate (`gate.rs`) reads every
+//! line first and hands rmcp what it should read, through an in-memory pipe; the end of the
+//! input stops the server like a signal does, so that every run ends with it (rmcp alone
+//! would wait for in-flight calls to finish on their own).
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::service::ServerInitializeError;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
+use crate::gate;
 use crate::server::McpServer;
 
 /// How long in-flight calls get to send their answers after the stop, before the service is
 /// closed (their runs are killed at once; this is only for the last lines).
 const ANSWER_GRACE: Duration = Duration::from_secs(30);
-
-/// A reader that cancels `eof` when its input ends.
-struct Watched<R> {
-    inner: R,
-    eof: CancellationToken,
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for Watched<R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled
-            && buf.filled().len() == before
-            && buf.remaining() > 0
-        {
-            self.eof.cancel();
-        }
-        polled
-    }
-}
 
 /// Serves `server` on `reader`/`writer` until the input ends or the server's stop token is
 /// cancelled; then every run is stopped (its container killed) and, once the calls have
@@ -51,10 +28,32 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let stop = server.stop_token();
-    let reader = Watched {
-        inner: reader,
-        eof: stop.clone(),
-    };
+    // rmcp reads and writes one end of a pipe; the gate and the writer hold the other.
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (from_rmcp, to_rmcp) = tokio::io::split(ours);
+    let (answers, answered) = mpsc::unbounded_channel();
+    let input = tokio::spawn(gate::read_input(
+        server.clone(),
+        reader,
+        to_rmcp,
+        answers,
+        stop.clone(),
+    ));
+    let output = tokio::spawn(gate::write_output(from_rmcp, writer, answered));
+    let served = serve_rmcp(server, theirs, stop).await;
+    // rmcp's end of the pipe is gone: every answer, rmcp's and the gate's, is written.
+    input.abort();
+    let _ = output.await;
+    served
+}
+
+/// rmcp on its end of the pipe, until it ends.
+async fn serve_rmcp(
+    server: McpServer,
+    theirs: tokio::io::DuplexStream,
+    stop: CancellationToken,
+) -> Result<(), Error> {
+    let (reader, writer) = tokio::io::split(theirs);
     // The service's own token, not a child of the stop: cancelled with the stop, rmcp would
     // give the calls only its 2 s drain to answer, less than deleting a cluster run can take.
     let service = CancellationToken::new();

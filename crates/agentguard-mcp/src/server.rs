@@ -362,7 +362,7 @@ impl McpServer {
 }
 
 /// The result object as `structuredContent` and as the only text block.
-fn to_result(outcome: Outcome) -> CallToolResult {
+pub(crate) fn to_result(outcome: Outcome) -> CallToolResult {
     let text = outcome.value.to_string();
     let mut result = if outcome.is_error {
         CallToolResult::error(vec![ContentBlock::text(text)])

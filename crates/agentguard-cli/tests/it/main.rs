@@ -11,6 +11,7 @@ mod hardening;
 mod k8s;
 mod mcp;
 mod mcp_cluster;
+mod mcp_wire;
 mod params;
 mod routes;
 mod run;
