@@ -38,6 +38,26 @@ print("echo_redacted=" + ("yes" if "Bearer [REDACTED]" in body else "no: " + bod
 status, body = get(api + "/private")
 print(f"outside_status={status} " + body.split("\n", 1)[0])
 
+hostile = os.environ.get("HOSTILE_URL", "")
+try:
+    urllib.request.urlopen(hostile + "/reason", timeout=30)
+    print("reason=no error")
+except urllib.error.HTTPError as e:
+    print(f"reason={e.code} {e.reason}")
+except Exception as e:  # noqa: BLE001
+    print(f"reason=failed {type(e).__name__}: {e}")
+parts = []
+for wanted in ("bytes=0-14", "bytes=15-"):
+    request = urllib.request.Request(hostile + "/range", headers={"Range": wanted})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            parts.append(f"{response.status} {response.read().decode(errors='replace')}")
+    except urllib.error.HTTPError as e:
+        parts.append(f"{e.code} {e.read().decode(errors='replace')}")
+print("ranged=" + "|".join(parts))
+status, body = get(hostile + "/cut")
+print(f"cut={status} {body}")
+
 index = os.environ.get("INDEX_URL", "")
 pip = subprocess.run(
     [sys.executable, "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",

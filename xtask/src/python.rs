@@ -18,7 +18,7 @@ use crate::{cmd, image, setup};
 const PY39: Venv = Venv {
     name: "venv-py39",
     python: Some("3.9"),
-    packages: &["pytest==8.4.2", "mypy==1.19.1"],
+    packages: &["pytest==8.4.2", "pytest-timeout==2.4.0", "mypy==1.19.1"],
     what: "CPython 3.9 test venv",
 };
 
@@ -26,7 +26,12 @@ const PY39: Venv = Venv {
 const PY313: Venv = Venv {
     name: "venv-py313",
     python: Some("3.13"),
-    packages: &["maturin==1.16.0", "pytest==9.2.0", "mypy==2.4.1"],
+    packages: &[
+        "maturin==1.16.0",
+        "pytest==9.2.0",
+        "pytest-timeout==2.4.0",
+        "mypy==2.4.1",
+    ],
     what: "CPython 3.13 test venv",
 };
 
@@ -107,7 +112,16 @@ pub(crate) fn run() -> Result<()> {
                 ("AGENTGUARD_PY_CLI", &cli),
             ],
             &python,
-            &["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+            // Every test is bounded: a hang fails it instead of the whole CI run.
+            &[
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--timeout=600",
+                "tests",
+            ],
         )?;
     }
     from_source()

@@ -55,7 +55,7 @@ enum Stop {
 /// One configuration's sandbox; threads may share it.
 #[pyclass(frozen, module = "agentguard._native")]
 pub(crate) struct Executor {
-    sandbox: Sandbox,
+    sandbox: crate::Owned<Sandbox>,
     check: bool,
 }
 
@@ -75,7 +75,10 @@ impl Executor {
             .commands
             .sandbox(loaded.spec, audit, Streaming::Off)
             .map_err(|e| errors::config(py, e.as_ref()))?;
-        Ok(Executor { sandbox, check })
+        Ok(Executor {
+            sandbox: crate::Owned::new(sandbox),
+            check,
+        })
     }
 
     /// The allowlisted command names.
@@ -99,6 +102,7 @@ impl Executor {
         params: &str,
         cancel: Option<Py<CancelToken>>,
     ) -> PyResult<(Bound<'py, PyDict>, bool)> {
+        crate::this_process(py)?;
         let invocation = self.invocation(py, name, params)?;
         match self.await_run(py, name, &invocation, cancel)? {
             Ok(finished) => Ok((result(py, &finished, &invocation)?, false)),
@@ -118,6 +122,7 @@ impl Executor {
         cancel: Option<Py<CancelToken>>,
     ) -> PyResult<String> {
         use agentguard_mcp::result;
+        crate::this_process(py)?;
         let invocation = match self.invocation_of(name, params) {
             Ok(invocation) => invocation,
             Err(e) => return Ok(result::run_error(name, &e).value.to_string()),

@@ -73,7 +73,7 @@ pub(crate) fn audit_log(
 /// A DNS-pinned HTTPS client; threads may share it.
 #[pyclass(frozen, module = "agentguard._native")]
 pub(crate) struct Fetcher {
-    fetcher: PinnedFetcher,
+    fetcher: crate::Owned<PinnedFetcher>,
 }
 
 #[pymethods]
@@ -131,7 +131,9 @@ impl Fetcher {
                 "invalid_config",
             )
         })?;
-        Ok(Fetcher { fetcher })
+        Ok(Fetcher {
+            fetcher: crate::Owned::new(fetcher),
+        })
     }
 
     /// GETs `url`: `(url, status, headers, body, dialed)`, or raises `Refused` or

@@ -58,11 +58,11 @@ impl AuditSink for QueueSink {
 /// A running proxy and the receiving end of its decisions.
 #[pyclass(frozen, module = "agentguard._native")]
 pub(crate) struct Proxy {
-    running: Mutex<Option<BlockingEgressProxy>>,
+    running: crate::Owned<Mutex<Option<BlockingEgressProxy>>>,
     address: SocketAddr,
     decisions: Mutex<Receiver<String>>,
     dropped: Arc<AtomicU64>,
-    log: Option<Arc<AuditLog>>,
+    log: crate::Owned<Option<Arc<AuditLog>>>,
 }
 
 #[pymethods]
@@ -84,6 +84,7 @@ impl Proxy {
         queue: usize,
     ) -> PyResult<Self> {
         let what = "EgressProxy";
+        crate::this_process(py)?;
         let net = NetSettings::new(py, what, &allow, &allow_ports, &allow_cidrs, &nameservers)?;
         let ip: IpAddr = host.parse().map_err(|_| {
             errors::raise(
@@ -130,10 +131,10 @@ impl Proxy {
             })?;
         Ok(Proxy {
             address: running.local_addr(),
-            running: Mutex::new(Some(running)),
+            running: crate::Owned::new(Mutex::new(Some(running))),
             decisions: Mutex::new(receiver),
             dropped,
-            log,
+            log: crate::Owned::new(log),
         })
     }
 
@@ -144,16 +145,17 @@ impl Proxy {
 
     /// The next decision's fields as JSON, waiting up to `timeout` seconds with the thread
     /// detached; `None` when none came (or the proxy stopped and the queue is empty).
-    fn next_decision(&self, py: Python<'_>, timeout: f64) -> Option<String> {
+    fn next_decision(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<String>> {
+        crate::this_process(py)?;
         let wait = Duration::from_secs_f64(timeout.clamp(0.0, 60.0));
-        py.detach(|| {
+        Ok(py.detach(|| {
             let decisions = self
                 .decisions
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             // A timeout, or the proxy stopped with the queue drained.
             decisions.recv_timeout(wait).ok()
-        })
+        }))
     }
 
     /// Decisions the full queue could not take (they are in the audit log, when one is kept).
@@ -164,6 +166,7 @@ impl Proxy {
     /// Stops accepting, lets tunnels finish for up to `grace` seconds, closes the rest and
     /// joins the thread; then syncs the audit log. True when every tunnel finished in time.
     fn stop(&self, py: Python<'_>, grace: f64) -> PyResult<bool> {
+        crate::this_process(py)?;
         let running = self
             .running
             .lock()
@@ -174,7 +177,7 @@ impl Proxy {
         };
         let grace = Duration::from_secs_f64(grace.clamp(0.0, 3600.0));
         let shutdown = py.detach(|| running.stop(grace));
-        if let Some(log) = &self.log {
+        if let Some(log) = self.log.as_ref() {
             log.sync().map_err(|e| {
                 errors::raise(
                     py,

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use agentguard_e2e::Folder;
 use agentguard_test_support::index::{WHEEL_NAME, WHEEL_SCRIPT, index_files};
-use agentguard_test_support::{FakeDns, TestCa, TlsUpstream, UpstreamOptions};
+use agentguard_test_support::{Answer, FakeDns, TestCa, TlsUpstream, UpstreamOptions};
 use anyhow::{Context, Result, ensure};
 
 use crate::combo_or_skip;
@@ -27,6 +27,44 @@ fn secret() -> Result<String> {
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     Ok(format!("{}{}{hex}", MARKER.0, MARKER.1))
+}
+
+/// A hostile upstream (issue 34, items 1 and 2): `/reason` reflects the credential in its
+/// status line; `/range` honours a `Range` over the credential (a 206 with that piece, which
+/// the proxy must never ask for); `/cut` reflects it cut in the middle of the secret.
+fn hostile(head: &str, _body: &[u8]) -> Vec<u8> {
+    let header = |name: &str| {
+        head.split("\r\n").find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    };
+    let auth = header("authorization").unwrap_or_default();
+    let path = head.split_whitespace().nth(1).unwrap_or("/");
+    let answer = |status: &str, body: &str| {
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    };
+    match path {
+        "/reason" => answer(&format!("401 Invalid credentials {auth}"), ""),
+        "/range" => match header("range").and_then(|r| r.strip_prefix("bytes=").map(str::to_owned))
+        {
+            Some(range) => {
+                let (from, to) = range.split_once('-').unwrap_or(("0", ""));
+                let from = from.parse::<usize>().unwrap_or(0).min(auth.len());
+                let to = to
+                    .parse::<usize>()
+                    .map_or(auth.len(), |t| (t + 1).min(auth.len()));
+                answer("206 Partial Content", &auth[from..to.max(from)])
+            }
+            None => answer("200 OK", &auth),
+        },
+        "/cut" => answer("200 OK", &auth[..auth.len() / 2 + 4]),
+        _ => answer("404 Not Found", ""),
+    }
 }
 
 /// `user:secret` in base64, as the index checks it.
@@ -58,8 +96,18 @@ async fn from_inside_a_route_serves_an_api_and_an_index_and_the_secret_is_nowher
         .arg(&wheel_path)
         .status()?;
     ensure!(status.success(), "building the test wheel failed");
-    let names = ["api.example.test", "index.example.test"];
+    let names = [
+        "api.example.test",
+        "index.example.test",
+        "hostile.example.test",
+    ];
     let api = TlsUpstream::start(UPSTREAM, 0, ca.server_config(&names)).await;
+    let hostile_options = UpstreamOptions {
+        answer: Some(Answer::new(hostile)),
+        ..UpstreamOptions::default()
+    };
+    let hostile =
+        TlsUpstream::start_with(UPSTREAM, 0, ca.server_config(&names), hostile_options).await?;
     let index_options = UpstreamOptions {
         files: index_files(std::fs::read(&wheel_path)?),
         authorization: Some(format!("Basic {}", basic("token", &secret)?)),
@@ -116,10 +164,19 @@ env = "INDEX_URL"
 allow_cidrs = ["127.0.0.2/32"]
 ca_file = "{ca}"
 
+[routes.hostile]
+upstream = "https://hostile.example.test:{hostile_port}"
+secret = "token"
+header = "Authorization"
+value = "Bearer {{secret}}"
+env = "HOSTILE_URL"
+allow_cidrs = ["127.0.0.2/32"]
+ca_file = "{ca}"
+
 [commands.probe]
 argv = ["python3", "/workspace/route_probe.py"]
 network = "egress"
-routes = ["api", "index"]
+routes = ["api", "index", "hostile"]
 "#,
             image = combo.pytest_image,
             engine = combo.program(),
@@ -131,6 +188,7 @@ routes = ["api", "index"]
             audit = audit.display(),
             api_port = api.addr().port(),
             index_port = index.addr().port(),
+            hostile_port = hostile.addr().port(),
             ca = ca_file.display(),
         ),
     )?;
@@ -164,6 +222,10 @@ routes = ["api", "index"]
         ("pip_exit", "0"),
         ("agprobe", "42"),
         ("traces", "none"),
+        // Issue 34, items 1 and 2: the upstream's reason phrase never passes, its pieces never.
+        ("reason", "401 Unauthorized"),
+        ("ranged", "200 Bearer [REDACTED]|200 Bearer [REDACTED]"),
+        ("cut", "200 Bearer [REDACTED]"),
     ];
     let wrong: Vec<String> = want
         .iter()
@@ -186,6 +248,14 @@ routes = ["api", "index"]
         ("the diagnostics", &stderr),
     ] {
         ensure!(!text.contains(&secret), "the secret is in {what}");
+        // No piece either: any 8 characters of it.
+        for start in 0..=secret.len() - 8 {
+            let piece = &secret[start..start + 8];
+            ensure!(
+                !text.contains(piece),
+                "{piece:?} of the secret is in {what}"
+            );
+        }
     }
     // The proxy added it upstream: the bearer token to the API, basic auth to the index.
     let api_heads: Vec<String> = api.seen().into_iter().map(|s| s.head).collect();
@@ -223,11 +293,21 @@ routes = ["api", "index"]
         .collect();
     reasons.sort();
     ensure!(
-        reasons == ["api:ok", "api:path_not_allowed", "index:ok", "index:ok"],
+        reasons
+            == [
+                "api:ok",
+                "api:path_not_allowed",
+                "hostile:ok",
+                "hostile:ok",
+                "hostile:ok",
+                "hostile:ok",
+                "index:ok",
+                "index:ok"
+            ],
         "route events: {reasons:?}"
     );
     ensure!(
-        json["egress"] == serde_json::json!({"allowed": 3, "denied": 1}),
+        json["egress"] == serde_json::json!({"allowed": 7, "denied": 1}),
         "egress counts: {}",
         json["egress"]
     );
