@@ -56,13 +56,14 @@ pub(crate) fn run(
         }
     };
     let network = checked_network(config, &args.name)?;
+    let spec = config.spec.for_command(&args.name);
     let request = RunRequest {
-        spec: &config.spec,
+        spec: &spec,
         invocation: &invocation,
         run_id: &job,
         labels: &labels,
         network,
-        workspace_rw: cluster.workspace_rw,
+        workspace_rw: cluster.workspace_rw_for(&config.spec, &args.name),
     };
     if args.dry_run {
         let manifests = agentguard_k8s::compile(&request, &kubernetes.settings)?;

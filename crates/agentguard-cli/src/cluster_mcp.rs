@@ -69,13 +69,14 @@ impl ClusterRunner {
         let network = self.networks.get(name).cloned().unwrap_or(RunNetwork::None);
         let mut labels = identity.labels.clone();
         labels.push(agentguard_kubectl::gc::host_label());
+        let spec = self.spec.for_command(name);
         let request = RunRequest {
-            spec: &self.spec,
+            spec: &spec,
             invocation,
             run_id: &identity.name,
             labels: &labels,
             network,
-            workspace_rw: self.cluster.workspace_rw,
+            workspace_rw: self.cluster.workspace_rw_for(&self.spec, name),
         };
         let egress = egress_sink(&request, self.audit.clone());
         let outcome = counted(

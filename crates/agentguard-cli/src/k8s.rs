@@ -30,13 +30,14 @@ fn manifests(args: &K8sManifestsArgs) -> anyhow::Result<u8> {
     let invocation = config.spec.commands().invoke(&args.name, &params)?;
     let (job, labels) = crate::cluster::identity(&config.spec);
     let network = crate::cluster::checked_network(&config, &args.name)?;
+    let spec = config.spec.for_command(&args.name);
     let request = RunRequest {
-        spec: &config.spec,
+        spec: &spec,
         invocation: &invocation,
         run_id: &job,
         labels: &labels,
         network,
-        workspace_rw: cluster.workspace_rw,
+        workspace_rw: cluster.workspace_rw_for(&config.spec, &args.name),
     };
     let manifests = compile(&request, &kubernetes.settings)?;
     for weakened in &manifests.weakened {

@@ -30,7 +30,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     if args.dry_run {
         let sandbox = config.commands.sandbox(config.spec, None, Streaming::Off)?;
         let invocation = sandbox.invoke(&args.name, &params).map_err(context)?;
-        let command = sandbox.engine_command(&invocation, &sandbox.identity());
+        let command = sandbox
+            .engine_command(&invocation, &sandbox.identity())
+            .map_err(context)?;
         output::write_lines([command.display()])?;
         return Ok(exit::SUCCESS);
     }

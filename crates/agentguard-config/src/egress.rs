@@ -1,10 +1,8 @@
-//! `network`, the `[egress]` table, and `[commands]` in both forms: `NAME = [argv]`, or
-//! `[commands.NAME]` with `argv`, `description`, `network` and `egress_allow`. These become
-//! the [`Sandbox`] of a run; values are checked by the sandbox crate, whose errors say what
-//! to write instead.
+//! `network`, the `[egress]` table, and each command's network keys (`network`,
+//! `egress_allow`, `routes`, from `commands.rs`). These become the [`Sandbox`] of a run;
+//! values are checked by the sandbox crate, whose errors say what to write instead.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,77 +10,18 @@ use std::sync::Arc;
 use agentguard_audit::AuditSink;
 use agentguard_container::ContainerSpec;
 use agentguard_netpin::DnsResolver;
-use agentguard_policy::{IpNet, ParamSpec, TargetPolicy, parse_cidr};
+use agentguard_policy::{IpNet, TargetPolicy, parse_cidr};
 use agentguard_sandbox::relay::RelayProgram;
 use agentguard_sandbox::{Network, Sandbox};
 use anyhow::Context;
-use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
-use serde::de::{MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
+
+use crate::commands::CommandEntry;
 
 /// Overrides the built-in relay with a relay program file.
 pub const RELAY_ENV: &str = "AGENTGUARD_RELAY";
 /// Overrides where run folders (each run's socket and relay copy) are made.
 pub const RUN_DIR_ENV: &str = "AGENTGUARD_RUN_DIR";
-
-/// One `[commands]` entry: the short form (an argv) or the table form.
-#[derive(Debug)]
-pub enum CommandEntry {
-    /// `NAME = ["argv", ...]`.
-    Argv(Vec<String>),
-    /// `[commands.NAME]` with `argv` and the optional keys.
-    Table(CommandTable),
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CommandTable {
-    argv: Vec<String>,
-    description: Option<String>,
-    network: Option<String>,
-    egress_allow: Option<Vec<String>>,
-    routes: Option<Vec<String>>,
-    #[serde(default)]
-    params: BTreeMap<String, super::params::ParamTable>,
-}
-
-impl CommandEntry {
-    /// The argv template and the params as the policy crate takes them.
-    pub fn into_parts(self) -> (Vec<String>, BTreeMap<String, ParamSpec>) {
-        match self {
-            CommandEntry::Argv(argv) => (argv, BTreeMap::new()),
-            CommandEntry::Table(table) => {
-                let params = table
-                    .params
-                    .into_iter()
-                    .map(|(name, param)| (name, param.into_spec()))
-                    .collect();
-                (table.argv, params)
-            }
-        }
-    }
-}
-
-// By hand rather than `untagged`, so that a mistake inside a table keeps toml's message with
-// the key and its line.
-impl<'de> Deserialize<'de> for CommandEntry {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Entry;
-        impl<'de> Visitor<'de> for Entry {
-            type Value = CommandEntry;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an argv array (NAME = [\"python3\", \"-m\", \"pytest\"]) or a [commands.NAME] table with `argv`")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<CommandEntry, A::Error> {
-                Vec::deserialize(SeqAccessDeserializer::new(seq)).map(CommandEntry::Argv)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<CommandEntry, A::Error> {
-                CommandTable::deserialize(MapAccessDeserializer::new(map)).map(CommandEntry::Table)
-            }
-        }
-        deserializer.deserialize_any(Entry)
-    }
-}
 
 /// The `[egress]` table.
 #[derive(Debug, Default, Deserialize)]

@@ -17,18 +17,20 @@ use serde::Deserialize;
 
 mod audit_log;
 mod cluster_routes;
+mod commands;
 mod egress;
 mod error;
 mod kubernetes;
 mod params;
 mod routes;
+mod target;
 mod workspace;
 
 pub use audit_log::{key_from_env, open_log, runs_log};
 pub use cluster_routes::proxy_route;
+pub use commands::{CommandEntry, CommandTable};
 pub use egress::{
-    CommandEntry, Commands, EgressTable, FetchTable, RELAY_ENV, RUN_DIR_ENV, check_ports,
-    policy_from, runs_dir,
+    Commands, EgressTable, FetchTable, RELAY_ENV, RUN_DIR_ENV, check_ports, policy_from, runs_dir,
 };
 pub use error::ConfigError;
 pub use kubernetes::KubernetesConfig;
@@ -37,7 +39,7 @@ pub use routes::{RouteTable, Routes, SecretCheck, SecretSource};
 /// A number or a string (`cpus = 1`, `cpus = "1.5"`).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum Text {
+pub(crate) enum Text {
     Int(i64),
     Float(f64),
     Str(String),
@@ -45,10 +47,14 @@ enum Text {
 
 impl Text {
     fn into_string(self) -> String {
+        self.to_text()
+    }
+
+    pub(crate) fn to_text(&self) -> String {
         match self {
             Text::Int(i) => i.to_string(),
             Text::Float(f) => f.to_string(),
-            Text::Str(s) => s,
+            Text::Str(s) => s.clone(),
         }
     }
 }
@@ -85,7 +91,11 @@ struct File {
     #[serde(default)]
     environment: BTreeMap<String, String>,
     #[serde(default)]
-    commands: BTreeMap<String, egress::CommandEntry>,
+    commands: BTreeMap<String, commands::CommandEntry>,
+    #[serde(default)]
+    writable: Vec<String>,
+    #[serde(default)]
+    hidden: Vec<String>,
     egress: Option<EgressTable>,
     #[serde(default)]
     secrets: BTreeMap<String, routes::SecretSource>,
@@ -126,6 +136,15 @@ pub struct Cluster {
     pub kubernetes: KubernetesConfig,
     /// Whether the workspace claim is mounted read-write.
     pub workspace_rw: bool,
+}
+
+impl Cluster {
+    /// Whether command `name` mounts the workspace claim read-write (its own
+    /// `workspace_mode`, or the top level's).
+    pub fn workspace_rw_for(&self, spec: &ContainerSpec, name: &str) -> bool {
+        self.kubernetes.settings.workspace_claim.is_some()
+            && spec.for_command(name).workspace_mode() == WorkspaceMode::ReadWrite
+    }
 }
 
 impl RunConfig {
@@ -277,8 +296,13 @@ fn from_file(mut file: File, path: &Path, base: &Path) -> anyhow::Result<RunConf
             .map_err(parse_error)?;
     }
     let has_workspace = file.workspace.is_some() || claim;
+    for (name, entry) in &file.commands {
+        if let Some(own) = entry.settings(name).map_err(in_file)? {
+            builder = builder.command_settings(name.clone(), own);
+        }
+    }
     let spec = settings(builder, file).build().map_err(in_file)?;
-    check_target(on_cluster, &commands, &spec, path)?;
+    target::check(on_cluster, &commands, &spec, path)?;
     params::check_paths(&spec, has_workspace, on_cluster).map_err(parse_error)?;
     let target = match kubernetes {
         Some(kubernetes) => Target::Cluster(Cluster {
@@ -296,35 +320,9 @@ fn from_file(mut file: File, path: &Path, base: &Path) -> anyhow::Result<RunConf
     })
 }
 
-/// What only one kind of target refuses: `[egress] nameservers` on a cluster (its proxy pod
-/// resolves through kube-dns, the only DNS its NetworkPolicy allows), and on this machine more
-/// CPUs than it has (the local engine refuses them only when the container starts).
-fn check_target(
-    on_cluster: bool,
-    commands: &Commands,
-    spec: &ContainerSpec,
-    path: &Path,
-) -> Result<(), ConfigError> {
-    if on_cluster && commands.has_nameservers() {
-        return Err(ConfigError::Parse {
-            path: path.to_owned(),
-            message: "[egress] nameservers is not used on Kubernetes: the cluster's proxy pod resolves through kube-dns (the only DNS its NetworkPolicy allows); remove the key".into(),
-        });
-    }
-    if !on_cluster {
-        let available = std::thread::available_parallelism().map_or(1, usize::from);
-        spec.cpus()
-            .check_available(available)
-            .map_err(|source| ConfigError::Spec {
-                path: path.to_owned(),
-                source,
-            })?;
-    }
-    Ok(())
-}
-
 /// The commands, environment and limits: each passed to the builder, which parses it.
 fn settings(mut builder: ContainerSpecBuilder, file: File) -> ContainerSpecBuilder {
+    builder = builder.writable(file.writable).hidden(file.hidden);
     for (name, entry) in file.commands {
         let (argv, params) = entry.into_parts();
         builder = builder.command_with_params(name, argv, params);

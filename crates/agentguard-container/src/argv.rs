@@ -64,6 +64,21 @@ pub struct RunIdentity {
     pub labels: Vec<(String, String)>,
     /// The relay and the proxy socket to mount, or `None` for no network at all.
     pub relay: Option<Relay>,
+    /// What hidden workspace paths are masked with, and the paths found at the run's start
+    /// (`None`: the run masks nothing; a spec with hidden patterns then refuses to run).
+    pub masks: Option<Masks>,
+}
+
+/// The masks of one run: an empty read-only file and an empty read-only folder on the host
+/// (made by the caller in a folder of its own), and the workspace paths they cover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Masks {
+    /// An empty file, mounted over every hidden file (and symlink).
+    pub file: PathBuf,
+    /// An empty folder, mounted over every hidden folder.
+    pub dir: PathBuf,
+    /// The hidden paths, found when the run starts (`ContainerSpec::find_masks`).
+    pub paths: Vec<crate::masks::Mask>,
 }
 
 /// The host side of a relay: the network stays `none`, the relay program and the proxy's
@@ -137,8 +152,14 @@ impl ContainerSpec {
     }
 
     /// The complete engine command for a checked invocation of one of this spec's commands
-    /// ([`ContainerSpec::invoke`] makes it; its argv is used as it is, one element each).
+    /// ([`ContainerSpec::invoke`] makes it; its argv is used as it is, one element each), with
+    /// the command's own values ([`ContainerSpec::for_command`]).
     pub fn run_command(&self, invocation: &Invocation, identity: &RunIdentity) -> EngineCommand {
+        self.for_command(invocation.command())
+            .command_of(invocation, identity)
+    }
+
+    fn command_of(&self, invocation: &Invocation, identity: &RunIdentity) -> EngineCommand {
         let argv = invocation.argv();
         let podman = self.engine.kind == EngineKind::Podman;
         let mut args = Args(Vec::with_capacity(64));
@@ -166,6 +187,7 @@ impl ContainerSpec {
             args.push(&["--image-volume", "ignore", "--http-proxy=false"]);
         }
         self.workspace_mount(&mut args, podman);
+        self.path_mounts(&mut args, identity.masks.as_ref(), podman);
 
         // Only KEY=VALUE pairs from the spec: a bare `--env KEY` would copy the host's value.
         for (key, value) in &self.environment {
@@ -282,6 +304,41 @@ impl ContainerSpec {
             "--workdir",
             WORKSPACE_TARGET,
         ]);
+    }
+}
+
+impl ContainerSpec {
+    /// The writable folders, mounted read-write over the read-only workspace, then the hidden
+    /// paths, each covered by the empty file or folder (read-only), over everything before.
+    fn path_mounts(&self, args: &mut Args, masks: Option<&Masks>, podman: bool) {
+        let Some(workspace) = &self.workspace else {
+            return;
+        };
+        let readonly = if podman { ",ro=true" } else { ",readonly" };
+        for entry in &self.writable {
+            let source = workspace.join(entry);
+            args.push(&[
+                "--mount",
+                &format!(
+                    "type=bind,source={},target={WORKSPACE_TARGET}/{entry}",
+                    source.to_string_lossy()
+                ),
+            ]);
+        }
+        let Some(masks) = masks else {
+            return;
+        };
+        for mask in &masks.paths {
+            let source = if mask.dir { &masks.dir } else { &masks.file };
+            args.push(&[
+                "--mount",
+                &format!(
+                    "type=bind,source={},target={WORKSPACE_TARGET}/{}{readonly}",
+                    source.to_string_lossy(),
+                    mask.path
+                ),
+            ]);
+        }
     }
 }
 

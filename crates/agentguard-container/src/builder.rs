@@ -13,12 +13,7 @@ use agentguard_policy::ParamSpec;
 use crate::engine::Engine;
 use crate::error::{Result, invalid};
 use crate::spec::{ContainerSpec, ImagePin, WorkspaceMode, image_pin};
-use crate::values::{ByteSize, Cpus, Pull, Runtime, UserIds};
-
-/// The smallest memory limit engines accept.
-const MIN_MEMORY: u64 = 6 * 1024 * 1024;
-/// The smallest tmpfs size accepted.
-const MIN_TMPFS: u64 = 4096;
+use crate::values::{ByteSize, Cpus, MIN_MEMORY, MIN_TMPFS, Pull, Runtime, UserIds};
 
 /// Builder for [`ContainerSpec`]: each setter parses its value into a typed one (the first
 /// bad value is reported by [`ContainerSpecBuilder::build`]), and `build` checks the rest.
@@ -181,6 +176,30 @@ impl ContainerSpecBuilder {
         self
     }
 
+    /// Workspace folders mounted read-write over a read-only workspace (`writable`; each a
+    /// real folder of the workspace with no symlink along it, checked at build).
+    pub fn writable(mut self, entries: Vec<String>) -> Self {
+        self.spec.writable = entries;
+        self
+    }
+
+    /// Gitignore-style patterns of workspace paths masked as empty in the container
+    /// (`hidden`; the matches are found when each run starts).
+    pub fn hidden(mut self, patterns: Vec<String>) -> Self {
+        self.spec.hidden = patterns;
+        self
+    }
+
+    /// The values command `name` sets for itself (`[commands.NAME]`).
+    pub fn command_settings(
+        mut self,
+        name: impl Into<String>,
+        settings: crate::settings::CommandSettings,
+    ) -> Self {
+        self.spec.per_command.insert(name.into(), settings);
+        self
+    }
+
     /// Runs even where a rootless engine would not apply the memory, cpus and pids limits
     /// (`accept_weakened = ["limits"]`); by default such a run is refused before it starts.
     pub fn accept_weakened_limits(mut self, yes: bool) -> Self {
@@ -203,30 +222,8 @@ impl ContainerSpecBuilder {
         if let Some(path) = &spec.workspace {
             check_mount_source("workspace", path)?;
         }
-        for (field, zero) in [
-            ("pids", spec.pids == 0),
-            ("nofile", spec.nofile == 0),
-            ("nproc", spec.nproc == 0),
-            ("timeout", spec.timeout.is_zero()),
-            ("max_output_bytes", spec.max_output_bytes == 0),
-        ] {
-            if zero {
-                return Err(invalid(field, "0", "the limit must be positive"));
-            }
-        }
-        if spec.timeout > MAX_TIMEOUT {
-            return Err(invalid(
-                "timeout",
-                spec.timeout.as_secs().to_string(),
-                format!(
-                    "at most {} seconds (7 days); no run may outlive the deadline labels gc relies on",
-                    MAX_TIMEOUT.as_secs()
-                ),
-            ));
-        }
-        for (key, value) in &spec.environment {
-            validate_env(key, value)?;
-        }
+        crate::effective::check_limits(&spec)?;
+        crate::effective::check_commands(&mut spec)?;
         validate_pin(&spec.image, spec.require_digest)?;
         spec.rootless = crate::rootless::is_rootless(&spec.engine);
         Ok(spec)
@@ -290,9 +287,6 @@ pub fn check_image(field: &'static str, image: &str) -> Result<()> {
     Ok(())
 }
 
-/// The longest `timeout` a spec accepts: 7 days.
-pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
-
 /// Checks a host path that becomes a bind mount's `source=`: absolute, UTF-8, and free of
 /// the characters that are syntax in `--mount` (`field` names it in the error).
 pub fn check_mount_source(field: &'static str, path: &std::path::Path) -> Result<()> {
@@ -317,37 +311,6 @@ pub fn check_mount_source(field: &'static str, path: &std::path::Path) -> Result
             format!(
                 "character {c:?} cannot be passed safely to the engine's mount syntax; rename the directory"
             ),
-        ));
-    }
-    Ok(())
-}
-
-fn validate_env(key: &str, value: &str) -> Result<()> {
-    let mut chars = key.chars();
-    let key_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !key_ok {
-        return Err(invalid(
-            "environment",
-            key,
-            "a variable name is letters, digits and `_`, not starting with a digit",
-        ));
-    }
-    if crate::spec::PROXY_VARIABLES.contains(&key) {
-        return Err(invalid(
-            "environment",
-            key,
-            "the proxy variables are agentguard's: a `network = \"egress\"` run points them at its relay, and a `network = \"none\"` run has nowhere to send them; remove the entry",
-        ));
-    }
-    if value.contains('\0') || value.contains('\n') {
-        // The value is not echoed: environment values may be secrets.
-        return Err(invalid(
-            "environment",
-            key,
-            "the value of this variable contains a NUL or newline",
         ));
     }
     Ok(())

@@ -34,6 +34,19 @@ pub enum Error {
     /// The command allowlist is invalid.
     #[error(transparent)]
     Policy(#[from] agentguard_policy::Error),
+    /// A value a command sets for itself is refused: the message names
+    /// `commands.NAME.KEY`, the value, and what to write instead.
+    #[error("invalid `commands.{command}.{field}` value {value:?}: {reason}")]
+    InCommand {
+        /// The command.
+        command: String,
+        /// The key (`timeout`, `writable`, ...).
+        field: &'static str,
+        /// The value exactly as given.
+        value: String,
+        /// What is wrong and what to write instead.
+        reason: String,
+    },
     /// No engine was named and none is installed.
     #[error(
         "no container engine found on PATH: install docker or podman, or set `engine` to its path"
@@ -50,6 +63,26 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// The same error, for a value command `command` set: `Invalid` names
+    /// `commands.NAME.KEY`; anything else is kept as it is.
+    pub fn in_command(self, command: &str) -> Error {
+        match self {
+            Error::Invalid {
+                field,
+                value,
+                reason,
+            } => Error::InCommand {
+                command: command.to_owned(),
+                field,
+                value,
+                reason,
+            },
+            other => other,
+        }
+    }
 }
 
 pub(crate) fn invalid(
@@ -183,6 +216,9 @@ pub enum RunError {
     /// The run could not be recorded in the audit log.
     #[error("the run could not be recorded in the audit log")]
     Audit(#[from] agentguard_audit::Error),
+    /// The run's writable or hidden paths could not be prepared; nothing was started.
+    #[error(transparent)]
+    Paths(#[from] crate::masks::MaskError),
     /// Reading the engine's output or waiting for it failed.
     #[error("{action} failed")]
     Io {
@@ -233,6 +269,7 @@ impl RunError {
             RunError::Failed(_) => "command_failed",
             RunError::Audit(_) => "audit_failed",
             RunError::Io { .. } => "io_error",
+            RunError::Paths(_) => "workspace_paths",
         }
     }
 }

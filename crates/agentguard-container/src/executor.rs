@@ -50,6 +50,15 @@ pub enum Streaming {
     Raw,
 }
 
+/// One run as `execute` takes it: the command's effective spec, its name, the engine command
+/// and the identity (its masks found).
+struct Run<'a> {
+    spec: &'a ContainerSpec,
+    name: &'a str,
+    command: &'a EngineCommand,
+    identity: &'a RunIdentity,
+}
+
 impl ContainerExecutor {
     /// An executor for a validated spec.
     pub fn new(spec: ContainerSpec) -> ContainerExecutor {
@@ -88,7 +97,7 @@ impl ContainerExecutor {
 
     /// A fresh unique name and the owner/deadline labels for one run.
     pub fn identity(&self) -> RunIdentity {
-        crate::process::identity(self.spec.timeout())
+        crate::process::identity(self.spec.longest_timeout())
     }
 
     /// The allowlisted command `name` with `args` checked ([`ContainerSpec::invoke`]); a
@@ -126,13 +135,24 @@ impl ContainerExecutor {
         identity: &RunIdentity,
         meter: Option<&OutputMeter>,
     ) -> Result<RunResult, RunError> {
-        let command = self.spec.run_command(invocation, identity);
+        // The command's own values: its limits, workspace mode and paths.
+        let spec = self.spec.for_command(invocation.command());
         let engine = self.spec.engine().clone();
         let global = self.spec.global_args();
         let sweeper = tokio::spawn(async move { crate::gc::sweep(&engine, &global, false).await });
-        let outcome = self
-            .execute(invocation.command(), &command, identity, meter)
-            .await;
+        let outcome = match spec.prepare_run(identity) {
+            Ok(identity) => {
+                let command = spec.run_command(invocation, &identity);
+                let run = Run {
+                    spec: &spec,
+                    name: invocation.command(),
+                    command: &command,
+                    identity: &identity,
+                };
+                self.execute(run, meter).await
+            }
+            Err(error) => Err(RunError::Paths(error)),
+        };
         match sweeper.await {
             Ok(Ok(stale)) if !stale.is_empty() => {
                 tracing::info!(removed = stale.len(), "removed stale agentguard containers")
@@ -209,23 +229,19 @@ impl ContainerExecutor {
         Ok(())
     }
 
-    /// Starts the engine and captures the run of the command `name`.
+    /// Starts the engine and captures the run.
     async fn execute(
         &self,
-        name: &str,
-        invocation: &EngineCommand,
-        identity: &RunIdentity,
+        run: Run<'_>,
         meter: Option<&OutputMeter>,
     ) -> Result<RunResult, RunError> {
-        if let Some(why) = self.spec.unenforced_limits()
-            && !self.spec.accepts_weakened_limits()
-        {
-            return Err(RunError::LimitsNotEnforced {
-                engine: self.spec.engine().kind,
-                why,
-            });
-        }
-        self.verify_pin().await?;
+        let Run {
+            spec,
+            name,
+            command: invocation,
+            identity,
+        } = run;
+        self.before_start().await?;
         let started = Instant::now();
         // The descriptors a kill needs are held from before the start until the kill.
         let reserve = crate::process::Reserve::take()
@@ -235,8 +251,8 @@ impl ContainerExecutor {
             .map_err(|source| RunError::spawn(invocation.program.clone(), source))?;
         let plan = Plan {
             // The spec bounds the timeout (MAX_TIMEOUT): this cannot overflow.
-            deadline: tokio::time::Instant::from_std(started + self.spec.timeout()),
-            cap: self.spec.max_output_bytes(),
+            deadline: tokio::time::Instant::from_std(started + spec.timeout()),
+            cap: spec.max_output_bytes(),
             drain_grace: self.drain_grace,
             tee: self.streaming != Streaming::Off,
             neutralize: self.streaming == Streaming::Safe,
@@ -288,6 +304,20 @@ impl ContainerExecutor {
             oom_killed: false,
         };
         self.checked(result)
+    }
+
+    /// What must hold before any engine starts: limits this engine would enforce (or their
+    /// weakening accepted), and the image the pin names.
+    async fn before_start(&self) -> Result<(), RunError> {
+        if let Some(why) = self.spec.unenforced_limits()
+            && !self.spec.accepts_weakened_limits()
+        {
+            return Err(RunError::LimitsNotEnforced {
+                engine: self.spec.engine().kind,
+                why,
+            });
+        }
+        self.verify_pin().await
     }
 
     /// The result, or with `check` a failed one as an error.

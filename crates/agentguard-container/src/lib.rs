@@ -15,33 +15,39 @@ mod builder;
 mod capture;
 mod classify;
 pub mod doctor;
+mod effective;
 mod engine;
 mod error;
 mod executor;
 pub mod gc;
 mod kill;
 mod kind;
+mod masks;
 mod paths;
 mod process;
 mod result;
 mod rootless;
+mod settings;
 mod spec;
 mod terminal;
 mod values;
 
 pub use argv::{
-    EngineCommand, PROXY_SOCKET_TARGET, RELAY_TARGET, Relay, RouteVariable, RunIdentity,
+    EngineCommand, Masks, PROXY_SOCKET_TARGET, RELAY_TARGET, Relay, RouteVariable, RunIdentity,
     WORKSPACE_TARGET,
 };
-pub use builder::{ContainerSpecBuilder, MAX_TIMEOUT, check_image, check_mount_source};
+pub use builder::{ContainerSpecBuilder, check_image, check_mount_source};
 pub use capture::OutputMeter;
+pub use effective::MAX_TIMEOUT;
 pub use engine::{Engine, on_path};
 pub use error::{Error, Result, RunError};
 pub use executor::{ContainerExecutor, DEFAULT_DRAIN_GRACE, Streaming};
 pub use kill::KILL_ATTEMPTS;
 pub use kind::EngineKind;
+pub use masks::{MAX_MASKS, Mask, MaskError, hidden_paths};
 pub use process::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START};
 pub use result::{RunResult, RunStatus};
+pub use settings::CommandSettings;
 pub use spec::{
     ContainerSpec, ImagePin, PROXY_VARIABLES, ROUTES_NO_PROXY, WorkspaceMode, proxy_environment,
 };

@@ -41,6 +41,36 @@ impl ContainerSpec {
     }
 }
 
+impl ContainerSpec {
+    /// What a run of this (effective) spec needs before it starts: its writable paths checked
+    /// again (a link planted since the spec was built would mount a host folder) and its
+    /// hidden paths found now, into the masks of `identity` (whose `file` and `dir` the caller
+    /// made).
+    pub fn prepare_run(
+        &self,
+        identity: &crate::argv::RunIdentity,
+    ) -> Result<crate::argv::RunIdentity, crate::masks::MaskError> {
+        let mut identity = identity.clone();
+        let Some(root) = &self.workspace else {
+            identity.masks = None;
+            return Ok(identity);
+        };
+        for entry in &self.writable {
+            crate::masks::check_writable(root, entry)
+                .map_err(|why| crate::masks::MaskError::Writable(entry.clone(), why))?;
+        }
+        if self.hidden.is_empty() {
+            identity.masks = None;
+            return Ok(identity);
+        }
+        let Some(masks) = identity.masks.as_mut() else {
+            return Err(crate::masks::MaskError::NoSources);
+        };
+        masks.paths = crate::masks::hidden_paths(root, &self.hidden)?;
+        Ok(identity)
+    }
+}
+
 fn refuse(command: &str, check: &HostCheck, rule: Rule, why: &str) -> Denial {
     ArgError {
         command: command.to_owned(),

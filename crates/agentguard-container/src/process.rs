@@ -102,6 +102,7 @@ pub(crate) fn identity(timeout: Duration) -> RunIdentity {
         .saturating_add(timeout)
         .saturating_add(Duration::from_secs(60));
     RunIdentity {
+        masks: None,
         name: format!(
             "agentguard-{pid}-{}-{}",
             now.as_millis() % 1_000_000_000,

@@ -12,30 +12,10 @@ use std::time::Duration;
 use agentguard_policy::CommandAllowlist;
 
 use crate::engine::Engine;
-use crate::error::{Result, invalid};
 use crate::kind::EngineKind;
 use crate::values::{ByteSize, Cpus, Pull, Runtime, UserIds};
 
-/// How the workspace is mounted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum WorkspaceMode {
-    /// Read-only (the default).
-    #[default]
-    ReadOnly,
-    /// Read-write.
-    ReadWrite,
-}
-
-impl WorkspaceMode {
-    /// Parses `ro` or `rw`.
-    pub fn parse(value: &str) -> Result<WorkspaceMode> {
-        match value {
-            "ro" => Ok(WorkspaceMode::ReadOnly),
-            "rw" => Ok(WorkspaceMode::ReadWrite),
-            _ => Err(invalid("workspace_mode", value, "expected `ro` or `rw`")),
-        }
-    }
-}
+pub use crate::values::WorkspaceMode;
 
 /// The variables a run with a relay sets (pointing at the relay, or empty): never taken from
 /// the spec's environment.
@@ -97,6 +77,14 @@ pub struct ContainerSpec {
     pub(crate) accept_weakened_limits: bool,
     /// The engine runs rootless for this process (Podman, not root): set at build.
     pub(crate) rootless: bool,
+    /// Workspace folders mounted read-write over a read-only workspace (relative, checked).
+    pub(crate) writable: Vec<String>,
+    /// Gitignore-style patterns of workspace paths masked as empty inside the container.
+    pub(crate) hidden: Vec<String>,
+    /// The values commands set for themselves (`for_command`).
+    pub(crate) per_command: BTreeMap<String, crate::settings::CommandSettings>,
+    /// The user a command that writes to the workspace runs as (its owner, never root).
+    pub(crate) rw_owner: Option<UserIds>,
 }
 
 /// How an image reference pins its content.
@@ -180,6 +168,10 @@ impl ContainerSpec {
             require_digest: false,
             accept_weakened_limits: false,
             rootless: false,
+            writable: Vec::new(),
+            hidden: Vec::new(),
+            per_command: BTreeMap::new(),
+            rw_owner: None,
         }
     }
 

@@ -13,6 +13,7 @@ fn identity() -> RunIdentity {
         name: "agentguard-test-1".into(),
         labels: vec![("agentguard.owner".into(), "4242".into())],
         relay: None,
+        masks: None,
     }
 }
 

@@ -9,6 +9,11 @@ use std::path::Path;
 
 use crate::error::{Error, Result, invalid};
 
+/// The smallest memory limit engines accept.
+pub(crate) const MIN_MEMORY: u64 = 6 * 1024 * 1024;
+/// The smallest tmpfs size accepted.
+pub(crate) const MIN_TMPFS: u64 = 4096;
+
 /// A size in bytes, written as `512m`, `1g`, `64k` or plain bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ByteSize(u64);
@@ -325,4 +330,25 @@ pub(crate) fn own_ids() -> Result<(u32, u32)> {
         path: path.to_owned(),
         source: std::io::Error::other("no Uid: or Gid: line"),
     })
+}
+
+/// How the workspace is mounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkspaceMode {
+    /// Read-only (the default).
+    #[default]
+    ReadOnly,
+    /// Read-write.
+    ReadWrite,
+}
+
+impl WorkspaceMode {
+    /// Parses `ro` or `rw`.
+    pub fn parse(value: &str) -> Result<WorkspaceMode> {
+        match value {
+            "ro" => Ok(WorkspaceMode::ReadOnly),
+            "rw" => Ok(WorkspaceMode::ReadWrite),
+            _ => Err(invalid("workspace_mode", value, "expected `ro` or `rw`")),
+        }
+    }
 }

@@ -226,7 +226,7 @@ impl McpServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<tokio::sync::SemaphorePermit<'_>, Outcome> {
         let inner = &self.inner;
-        let timeout = inner.sandbox.executor().spec().timeout();
+        let timeout = inner.sandbox.executor().spec().for_command(name).timeout();
         let wait = tokio::select! {
             permit = inner.slots.acquire() => permit.map_err(|_| "shutting_down"),
             () = tokio::time::sleep(timeout) => Err("busy"),
@@ -258,7 +258,7 @@ impl McpServer {
     ) -> Ended<Result<Finished, Outcome>> {
         let inner = &self.inner;
         let name = invocation.command();
-        let timeout = inner.sandbox.executor().spec().timeout();
+        let timeout = inner.sandbox.executor().spec().for_command(name).timeout();
         let run = inner.runner.run(invocation, identity, meter);
         tokio::pin!(run);
         let token = context.meta.get_progress_token();

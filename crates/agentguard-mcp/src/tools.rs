@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agentguard_container::WorkspaceMode;
+use agentguard_container::{ContainerSpec, WorkspaceMode};
 use agentguard_policy::Command;
 use agentguard_sandbox::{Network, Sandbox};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
@@ -126,7 +126,8 @@ impl ToolSet {
 /// input schema from its params.
 fn command_tool(sandbox: &Sandbox, command: &Command, description: Option<&String>) -> Tool {
     let name = command.name();
-    let spec = sandbox.executor().spec();
+    // The command's own values: its workspace mode, paths and limits.
+    let spec = sandbox.executor().spec().for_command(name);
     let argv = sanitize(&command.argv().join(" "));
     let network = sandbox.network_of(name).unwrap_or(Network::None);
     let mut network_text = match (network, sandbox.egress_hosts(name)) {
@@ -158,12 +159,7 @@ fn command_tool(sandbox: &Sandbox, command: &Command, description: Option<&Strin
             .collect();
         network_text.push_str(&format!(", and the routes {}", sanitize(&each.join("; "))));
     }
-    let mode = spec.workspace().map(|(_, mode)| mode);
-    let workspace = match mode {
-        Some(WorkspaceMode::ReadOnly) => "the workspace mounted read-only at /workspace",
-        Some(WorkspaceMode::ReadWrite) => "the workspace mounted read-write at /workspace",
-        None => "no workspace",
-    };
+    let workspace = workspace_text(&spec);
     let takes = if command.params().is_empty() {
         "Takes no arguments; the command line is fixed by the operator's allowlist.".to_owned()
     } else {
@@ -185,7 +181,7 @@ fn command_tool(sandbox: &Sandbox, command: &Command, description: Option<&Strin
         }
         None => facts,
     };
-    let writes = mode == Some(WorkspaceMode::ReadWrite);
+    let writes = spec.writes_workspace();
     Tool::new(
         name.to_owned(),
         description,
@@ -198,6 +194,30 @@ fn command_tool(sandbox: &Sandbox, command: &Command, description: Option<&Strin
             .destructive(writes)
             .open_world(network == Network::Egress),
     )
+}
+
+/// What a command's workspace is, as its tool description says it.
+fn workspace_text(spec: &ContainerSpec) -> String {
+    let mut workspace = match spec.workspace().map(|(_, mode)| mode) {
+        Some(WorkspaceMode::ReadOnly) => "the workspace mounted read-only at /workspace".to_owned(),
+        Some(WorkspaceMode::ReadWrite) => {
+            "the workspace mounted read-write at /workspace".to_owned()
+        }
+        None => "no workspace".to_owned(),
+    };
+    if !spec.writable().is_empty() {
+        workspace.push_str(&format!(
+            " (writable: {})",
+            sanitize(&spec.writable().join(", "))
+        ));
+    }
+    if !spec.hidden().is_empty() {
+        workspace.push_str(&format!(
+            ", with {} hidden",
+            sanitize(&spec.hidden().join(", "))
+        ));
+    }
+    workspace
 }
 
 fn fetch_tool(fetch: &FetchTool) -> Tool {

@@ -43,7 +43,7 @@ pub use param::{
     DEFAULT_MAX_LENGTH, MAX_PARAM_NAME_LEN, MAX_STRING_LENGTH, Param, ParamSpec, ParamType,
     PathKind, PathRule, StringRule,
 };
-pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES};
+pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, relative_path};
 pub use port::{DEFAULT_PORT, PortSet};
 pub use rule::Rule;
 pub use target::{TargetPermit, TargetPolicy, TargetPolicyBuilder};

@@ -10,7 +10,7 @@ pub const MAX_COMPONENT_BYTES: usize = 255;
 
 /// A normalized relative path: no leading `/`, no empty, `.` or `..` component, no
 /// backslash, percent-encoding or look-alike separator; within the length limits.
-pub(crate) fn relative_path(text: &str) -> Result<String, (Rule, String)> {
+pub fn relative_path(text: &str) -> Result<String, (Rule, String)> {
     let fail = |rule: Rule, why: &str| Err((rule, why.to_owned()));
     if text.is_empty() {
         return fail(Rule::EmptyComponent, "the path is empty");

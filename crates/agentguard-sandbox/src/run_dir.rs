@@ -11,6 +11,7 @@
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use agentguard_container::Masks;
 use agentguard_container::gc::{owner_gone, this_owner};
 
 use crate::error::{Error, Result};
@@ -20,6 +21,9 @@ pub const RELAY_FILE: &str = "relay";
 /// The proxy socket's file name in a run folder.
 pub const SOCKET_FILE: &str = "proxy.sock";
 const OWNER_FILE: &str = "owner";
+/// The empty file and folder hidden paths are masked with.
+const MASK_FILE: &str = "empty";
+const MASK_DIR: &str = "empty.d";
 const PREFIX: &str = "agentguard-";
 
 /// `$XDG_RUNTIME_DIR/agentguard` when that is set, else `/tmp/agentguard-<uid>`.
@@ -106,6 +110,35 @@ impl RunDir {
     pub(crate) fn file(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
+
+    /// An empty read-only file and folder in this run's folder, which the engine mounts over
+    /// every hidden workspace path (the container's user reads them through the mounts, never
+    /// through this 0700 folder).
+    pub(crate) fn masks(&self) -> Result<Masks> {
+        let fail = |action: &'static str, source: std::io::Error| Error::RunDir {
+            path: self.path.clone(),
+            action,
+            source,
+        };
+        let (file, dir) = mask_sources(&self.path);
+        std::fs::write(&file, b"").map_err(|e| fail("creating the empty mask file", e))?;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444))
+            .map_err(|e| fail("making the mask file read-only", e))?;
+        std::fs::DirBuilder::new()
+            .mode(0o555)
+            .create(&dir)
+            .map_err(|e| fail("creating the empty mask folder", e))?;
+        Ok(Masks {
+            file,
+            dir,
+            paths: Vec::new(),
+        })
+    }
+}
+
+/// Where a run folder's empty mask file and folder are.
+pub(crate) fn mask_sources(run: &Path) -> (PathBuf, PathBuf) {
+    (run.join(MASK_FILE), run.join(MASK_DIR))
 }
 
 impl Drop for RunDir {

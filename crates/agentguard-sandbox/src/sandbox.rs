@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use agentguard_audit::AuditSink;
 use agentguard_container::{
-    ContainerExecutor, EngineCommand, OutputMeter, Relay, RouteVariable, RunError, RunIdentity,
+    ContainerExecutor, EngineCommand, Masks, OutputMeter, Relay, RouteVariable, RunError,
+    RunIdentity,
 };
 use agentguard_egress::{EgressProxy, Route};
 use agentguard_netpin::DnsResolver;
@@ -117,14 +118,31 @@ impl Sandbox {
 
     /// The engine argv a run of `invocation` with `identity` would use, relay and mounts
     /// included (`--dry-run`); creates nothing.
-    pub fn engine_command(&self, invocation: &Invocation, identity: &RunIdentity) -> EngineCommand {
+    pub fn engine_command(
+        &self,
+        invocation: &Invocation,
+        identity: &RunIdentity,
+    ) -> Result<EngineCommand> {
         let mut identity = identity.clone();
+        let dir = self.runs_dir.join(&identity.name);
         if let Some(Plan::Egress(plan)) = self.plans.get(invocation.command()) {
-            let dir = self.runs_dir.join(&identity.name);
             let (program, socket) = (dir.join(RELAY_FILE), dir.join(SOCKET_FILE));
             identity.relay = Some(self.relay_at(&program, &socket, plan));
         }
-        self.executor.spec().run_command(invocation, &identity)
+        if self.masks(invocation) {
+            let (file, dir) = run_dir::mask_sources(&dir);
+            identity.masks = Some(Masks {
+                file,
+                dir,
+                paths: Vec::new(),
+            });
+        }
+        // The hidden paths as they are now: what a run started now would mask.
+        let spec = self.executor.spec().for_command(invocation.command());
+        let identity = spec
+            .prepare_run(&identity)
+            .map_err(|e| Error::Run(RunError::Paths(e)))?;
+        Ok(spec.run_command(invocation, &identity))
     }
 
     fn relay_at(
@@ -174,6 +192,20 @@ impl Sandbox {
         meter: Option<&OutputMeter>,
     ) -> Result<Finished> {
         let outcome = match self.plans.get(invocation.command()) {
+            None | Some(Plan::None) if self.masks(invocation) => {
+                // Only a folder of its own for the empty file and folder hidden paths need.
+                let dir = self.run_dir(identity)?;
+                let identity = RunIdentity {
+                    masks: Some(dir.masks()?),
+                    ..identity.clone()
+                };
+                let outcome = self
+                    .executor
+                    .run_metered(invocation, &identity, meter)
+                    .await;
+                drop(dir);
+                outcome
+            }
             // No network: exactly the container run of today.
             None | Some(Plan::None) => self.executor.run_metered(invocation, identity, meter).await,
             Some(Plan::Egress(plan)) => {
@@ -181,6 +213,25 @@ impl Sandbox {
             }
         };
         finish(outcome, None)
+    }
+
+    /// True when a run of `invocation` masks hidden paths.
+    fn masks(&self, invocation: &Invocation) -> bool {
+        let spec = self.executor.spec().for_command(invocation.command());
+        spec.workspace().is_some() && !spec.hidden().is_empty()
+    }
+
+    /// The run's own folder in the checked runs folder (stale ones swept first).
+    fn run_dir(&self, identity: &RunIdentity) -> Result<RunDir> {
+        run_dir::prepare(&self.runs_dir)?;
+        match run_dir::sweep(&self.runs_dir, false) {
+            Ok(stale) if !stale.is_empty() => {
+                tracing::info!(removed = stale.len(), "removed stale run folders")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "sweeping stale run folders failed"),
+        }
+        RunDir::create(&self.runs_dir, &identity.name)
     }
 
     async fn run_egress(
@@ -194,15 +245,7 @@ impl Sandbox {
             Some(relay) => relay.clone(),
             None => RelayProgram::embedded()?,
         };
-        run_dir::prepare(&self.runs_dir)?;
-        match run_dir::sweep(&self.runs_dir, false) {
-            Ok(stale) if !stale.is_empty() => {
-                tracing::info!(removed = stale.len(), "removed stale run folders")
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "sweeping stale run folders failed"),
-        }
-        let dir = RunDir::create(&self.runs_dir, &identity.name)?;
+        let dir = self.run_dir(identity)?;
         let program = relay.install(&dir.file(RELAY_FILE))?;
         let sink = Arc::new(RunSink::new(self.audit.clone(), &identity.name));
         let mut builder = EgressProxy::builder()
@@ -223,6 +266,11 @@ impl Sandbox {
         let proxy = builder.start().await.map_err(Error::Proxy)?;
         let identity = RunIdentity {
             relay: Some(self.relay_at(&program, &dir.file(SOCKET_FILE), plan)),
+            masks: if self.masks(invocation) {
+                Some(dir.masks()?)
+            } else {
+                None
+            },
             ..identity.clone()
         };
         let outcome = sink

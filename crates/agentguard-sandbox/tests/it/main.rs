@@ -298,6 +298,7 @@ async fn dry_run_argv_shows_the_relay_and_creates_nothing() {
     let identity = sandbox.identity();
     let argv = sandbox
         .engine_command(&sandbox.invoke("fetch", &[]).unwrap(), &identity)
+        .unwrap()
         .display();
     let dir = sandbox.runs_dir().join(&identity.name);
     assert!(
