@@ -145,6 +145,8 @@ fn code_of(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
 fn run_error_code(e: &RunError) -> u8 {
     match e {
         RunError::Denied(denial) => denial_code(denial),
+        // The workspace's writable or hidden paths as configured cannot be used as they are now.
+        RunError::Paths(_) => USAGE,
         _ => ERROR,
     }
 }

@@ -20,6 +20,7 @@ pub(crate) struct ParamTable {
     #[serde(rename = "kind")]
     path_kind: Option<String>,
     must_exist: Option<bool>,
+    glob: Option<String>,
     pattern: Option<String>,
     max_length: Option<usize>,
 }
@@ -47,6 +48,7 @@ impl ParamTable {
             under: self.under,
             path_kind: self.path_kind,
             must_exist: self.must_exist,
+            glob: self.glob,
             pattern: self.pattern,
             max_length: self.max_length,
         }

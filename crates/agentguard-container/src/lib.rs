@@ -44,7 +44,7 @@ pub use error::{Error, Result, RunError};
 pub use executor::{ContainerExecutor, DEFAULT_DRAIN_GRACE, Streaming};
 pub use kill::KILL_ATTEMPTS;
 pub use kind::EngineKind;
-pub use masks::{MAX_MASKS, Mask, MaskError, hidden_paths};
+pub use masks::{MAX_GLOB_WALK, MAX_MASKS, Mask, MaskError, glob_matches, hidden_paths};
 pub use process::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START};
 pub use result::{RunResult, RunStatus};
 pub use settings::CommandSettings;

@@ -174,5 +174,61 @@ pub fn hidden_paths(root: &Path, patterns: &[String]) -> Result<Vec<Mask>, MaskE
     Ok(masks)
 }
 
+/// The most entries a walk for a glob's matches reads; past it the list is what was found.
+pub const MAX_GLOB_WALK: usize = 100_000;
+
+/// The workspace paths below `root` that `glob` matches now and that are of `kind` (any:
+/// files and folders), sorted; a symlink is never listed nor followed, and a folder is
+/// entered only when something below it could match.
+pub fn glob_matches(
+    root: &Path,
+    glob: &agentguard_policy::Glob,
+    kind: agentguard_policy::PathKind,
+) -> Vec<String> {
+    use agentguard_policy::PathKind;
+    let mut found = Vec::new();
+    let mut folders = vec![String::new()];
+    let mut read = 0;
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(root.join(&folder)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            read += 1;
+            if read > MAX_GLOB_WALK {
+                found.sort();
+                return found;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                continue;
+            };
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let path = if folder.is_empty() {
+                name
+            } else {
+                format!("{folder}/{name}")
+            };
+            if meta.file_type().is_symlink() {
+                continue;
+            }
+            let fits = match kind {
+                PathKind::File => meta.is_file(),
+                PathKind::Dir => meta.is_dir(),
+                PathKind::Any => true,
+            };
+            if fits && glob.matches(&path) {
+                found.push(path.clone());
+            }
+            if meta.is_dir() && glob.may_match_below(&path) {
+                folders.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 #[cfg(test)]
 mod tests;

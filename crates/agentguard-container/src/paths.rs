@@ -67,7 +67,37 @@ impl ContainerSpec {
             return Err(crate::masks::MaskError::NoSources);
         };
         masks.paths = crate::masks::hidden_paths(root, &self.hidden)?;
+        let hidden: Vec<&str> = masks.paths.iter().map(|m| m.path.as_str()).collect();
+        let shown = hidden.join(", ");
+        tracing::info!(count = hidden.len(), paths = %agentguard_audit::Escaped(&shown), "hidden workspace paths masked");
         Ok(identity)
+    }
+}
+
+impl ContainerSpec {
+    /// For each `path` param of command `name` with a `glob`, the workspace paths it matches
+    /// now (of the param's kind), for a tool's schema; empty without a workspace here.
+    pub fn glob_matches(&self, name: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+        let mut out = std::collections::BTreeMap::new();
+        let (Some((root, _)), Ok(command)) = (self.workspace(), self.commands.get(name)) else {
+            return out;
+        };
+        for (param, spec) in command.params() {
+            if let agentguard_policy::ParamType::Path(rule) = &spec.ty
+                && let Some(glob) = &rule.glob
+            {
+                let kind = rule.kind.unwrap_or(PathKind::Any);
+                let mut found = crate::masks::glob_matches(root, glob, kind);
+                if let Some(under) = &rule.under {
+                    found.retain(|p| {
+                        p.strip_prefix(under.as_str())
+                            .is_some_and(|r| r.starts_with('/'))
+                    });
+                }
+                out.insert(param.clone(), found);
+            }
+        }
+        out
     }
 }
 

@@ -10,13 +10,34 @@ use serde_json::{Value, json};
 
 use crate::present::sanitize;
 
+/// The most matches of a `glob` listed as the property's `enum`; past it, `examples`.
+pub const MAX_ENUM_MATCHES: usize = 256;
+/// How many matches `examples` shows.
+pub const EXAMPLE_MATCHES: usize = 20;
+
 /// The input schema of a command's tool: one property per param, `required` the params
 /// without a default, nothing else allowed. A command without params takes nothing.
 pub fn input_schema(command: &Command) -> JsonObject {
+    input_schema_with(command, &std::collections::BTreeMap::new())
+}
+
+/// [`input_schema`], a `path` param with a `glob` listing `matches` (the workspace paths it
+/// matches now, sorted): all of them as `enum` up to [`MAX_ENUM_MATCHES`], else the first
+/// [`EXAMPLE_MATCHES`] as `examples`, the description saying which.
+pub fn input_schema_with(
+    command: &Command,
+    matches: &std::collections::BTreeMap<String, Vec<String>>,
+) -> JsonObject {
     let mut properties = serde_json::Map::new();
     let mut required = Vec::new();
     for (name, param) in command.params() {
-        properties.insert(name.clone(), property(param));
+        let mut p = property(param);
+        if let (ParamType::Path(rule), Some(found)) = (&param.ty, matches.get(name))
+            && let Some(glob) = &rule.glob
+        {
+            list_matches(&mut p, glob.as_str(), found);
+        }
+        properties.insert(name.clone(), p);
         if param.default.is_none() {
             required.push(Value::from(name.as_str()));
         }
@@ -30,6 +51,34 @@ pub fn input_schema(command: &Command) -> JsonObject {
         Value::Object(map) => map,
         _ => JsonObject::new(),
     }
+}
+
+/// A path property's matches: `enum` or `examples`, and what the description says of them.
+fn list_matches(p: &mut Value, glob: &str, found: &[String]) {
+    // A name with a character the validator refuses is never offered.
+    let shown: Vec<String> = found
+        .iter()
+        .filter(|f| sanitize(f) == **f)
+        .cloned()
+        .collect();
+    let said = if shown.len() <= MAX_ENUM_MATCHES {
+        p["enum"] = Value::from(shown.clone());
+        format!(
+            "The value must match {glob:?}; the {} matching paths now are listed.",
+            shown.len()
+        )
+    } else {
+        p["examples"] = Value::from(shown[..EXAMPLE_MATCHES].to_vec());
+        format!(
+            "The value must match {glob:?}; {} paths match now, the first {EXAMPLE_MATCHES} are examples.",
+            shown.len()
+        )
+    };
+    let text = p["description"].as_str().map(str::to_owned);
+    p["description"] = Value::from(match text {
+        Some(t) => format!("{t} {said}"),
+        None => said,
+    });
 }
 
 /// One param's property: its JSON type and the rules a schema can state.

@@ -118,7 +118,7 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(
-            self.inner.tools.definitions().to_vec(),
+            self.inner.tools.current(&self.inner.sandbox),
         ))
     }
 

@@ -2,7 +2,8 @@
 //! allowlisted command, with an input schema generated from its params (nothing, for a
 //! command without params), and `fetch` (a URL) when a fetch allowlist is configured. Descriptions are generated from what is enforced (argv,
 //! network, workspace, timeout, output cap), after the operator's own sanitized text; the
-//! list is sorted and never changes while a server runs.
+//! list is sorted and its tools never change while a server runs, but a `path` param with a
+//! `glob` lists the workspace paths it matches at each `tools/list`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::present::sanitize;
-use crate::schema::{input_schema, openai_strict};
+use crate::schema::{input_schema_with, openai_strict};
 
 /// The name of the fetch tool.
 pub const FETCH_TOOL: &str = "fetch";
@@ -46,6 +47,8 @@ pub enum Format {
 #[derive(Debug, Clone)]
 pub struct ToolSet {
     tools: Vec<Tool>,
+    /// The commands with a `glob` param, whose schemas list the matches of the moment.
+    globbed: Vec<String>,
 }
 
 /// Checks a tool name: `^[a-z][a-z0-9_]{0,47}$` (fits MCP, OpenAI's 64-character function
@@ -74,6 +77,7 @@ impl ToolSet {
         fetch: Option<&FetchTool>,
     ) -> Result<ToolSet, Error> {
         let mut tools = Vec::new();
+        let mut globbed = Vec::new();
         for command in sandbox.executor().spec().commands().commands() {
             let name = command.name();
             validate_name(name)?;
@@ -84,17 +88,45 @@ impl ToolSet {
                 });
             }
             tools.push(command_tool(sandbox, command, descriptions.get(name)));
+            let has_glob = command.params().values().any(|p| {
+                matches!(&p.ty, agentguard_policy::ParamType::Path(rule) if rule.glob.is_some())
+            });
+            if has_glob {
+                globbed.push(name.to_owned());
+            }
         }
         if let Some(fetch) = fetch {
             tools.push(fetch_tool(fetch));
         }
         tools.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(ToolSet { tools })
+        Ok(ToolSet { tools, globbed })
     }
 
-    /// The tools as `tools/list` lists them.
+    /// The tools as they were made.
     pub fn definitions(&self) -> &[Tool] {
         &self.tools
+    }
+
+    /// The tools as `tools/list` lists them now: a `glob` param's schema lists the paths it
+    /// matches at this moment.
+    pub fn current(&self, sandbox: &Sandbox) -> Vec<Tool> {
+        let spec = sandbox.executor().spec();
+        self.tools
+            .iter()
+            .map(|tool| {
+                let name = tool.name.as_ref();
+                let command = spec.commands().get(name);
+                match command {
+                    Ok(command) if self.globbed.iter().any(|g| g == name) => {
+                        let mut tool = tool.clone();
+                        let matches = spec.for_command(name).glob_matches(name);
+                        tool.input_schema = Arc::new(input_schema_with(command, &matches));
+                        tool
+                    }
+                    _ => tool.clone(),
+                }
+            })
+            .collect()
     }
 
     /// True when `name` is one of the tools.
@@ -185,7 +217,7 @@ fn command_tool(sandbox: &Sandbox, command: &Command, description: Option<&Strin
     Tool::new(
         name.to_owned(),
         description,
-        Arc::new(input_schema(command)),
+        Arc::new(input_schema_with(command, &spec.glob_matches(name))),
     )
     .with_title(format!("{name} (AgentGuard)"))
     .with_annotations(

@@ -216,5 +216,13 @@ fn path(text: &str, rule: &PathRule) -> Result<String, Refused> {
             ));
         }
     }
+    if let Some(glob) = &rule.glob
+        && !glob.matches(&path)
+    {
+        return Err(refuse(
+            Rule::NotMatched,
+            format!("the path does not match {:?}", glob.as_str()),
+        ));
+    }
     Ok(path)
 }

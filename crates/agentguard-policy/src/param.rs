@@ -43,6 +43,8 @@ pub struct ParamSpec {
     pub path_kind: Option<String>,
     /// `path`: the path must exist on the host (checked without following any symlink).
     pub must_exist: Option<bool>,
+    /// `path`: a glob the value must match; its matches are listed in the tool's schema.
+    pub glob: Option<String>,
     /// `string`: the regular expression the whole value must match.
     pub pattern: Option<String>,
     /// `string`: the longest value in characters (default [`DEFAULT_MAX_LENGTH`]).
@@ -80,6 +82,8 @@ pub struct PathRule {
     pub kind: Option<PathKind>,
     /// The path must exist on the host.
     pub must_exist: bool,
+    /// The glob the value must match (rule `not_matched`).
+    pub glob: Option<crate::glob::Glob>,
 }
 
 impl PathRule {
@@ -182,7 +186,7 @@ impl Param {
         let allowed: &[&str] = match spec.kind.as_str() {
             "enum" => &["values"],
             "integer" => &["min", "max"],
-            "path" => &["under", "kind", "must_exist"],
+            "path" => &["under", "kind", "must_exist", "glob"],
             "string" => &["pattern", "max_length"],
             other => {
                 return Err(format!(
@@ -198,6 +202,7 @@ impl Param {
             ("under", spec.under.is_some()),
             ("kind", spec.path_kind.is_some()),
             ("must_exist", spec.must_exist.is_some()),
+            ("glob", spec.glob.is_some()),
             ("pattern", spec.pattern.is_some()),
             ("max_length", spec.max_length.is_some()),
         ] {
@@ -282,10 +287,27 @@ fn path_type(spec: &ParamSpec, key: &dyn Fn(&str) -> String) -> Result<ParamType
             ));
         }
     };
+    let glob = match &spec.glob {
+        None => None,
+        Some(text) => Some(
+            crate::glob::Glob::parse(text)
+                .map_err(|why| format!("{}: {text:?}: {why}", key("glob")))?,
+        ),
+    };
+    if let (Some(glob), Some(under)) = (&glob, &under)
+        && !glob.may_match_below(under)
+    {
+        return Err(format!(
+            "{}: {:?} matches nothing inside {under}/ (`under`); write it from the workspace's top, starting with {under}/",
+            key("glob"),
+            glob.as_str()
+        ));
+    }
     Ok(ParamType::Path(PathRule {
         under,
         kind,
         must_exist: spec.must_exist.unwrap_or(false),
+        glob,
     }))
 }
 

@@ -49,6 +49,7 @@ rules! {
     Traversal => "traversal", "A `..` component.";
     Encoded => "encoded", "Percent-encoding or a backslash in a path (never decoded).";
     Outside => "outside", "A path outside the param's `under` folder.";
+    NotMatched => "not_matched", "A path its param's `glob` does not match.";
     NoMatch => "no_match", "A string its pattern does not match as a whole.";
     Symlink => "symlink", "A path with a symlink along it (checked on the host).";
     NotFound => "not_found", "A path that does not exist (checked on the host).";

@@ -57,6 +57,7 @@ pub(crate) fn run(py: Python<'_>, err: &SandboxError) -> PyErr {
             _ => "NotAllowed",
         },
         e if e.is_config() => "ConfigError",
+        SandboxError::Run(RunError::Paths(_)) => "ConfigError",
         _ => "EngineError",
     };
     raise(py, class, chain(err), err.reason())

@@ -13,6 +13,7 @@ mod mcp;
 mod mcp_cluster;
 mod mcp_wire;
 mod params;
+mod per_command;
 mod routes;
 mod run;
 mod surface;

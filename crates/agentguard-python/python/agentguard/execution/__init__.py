@@ -120,6 +120,8 @@ class ContainerExecutor:
         accept_weakened: Optional[Sequence[str]] = None,
         secrets: Optional[Mapping[str, Mapping[str, str]]] = None,
         routes: Optional[Mapping[str, Mapping[str, Any]]] = None,
+        writable: Optional[Sequence[str]] = None,
+        hidden: Optional[Sequence[str]] = None,
     ) -> None:
         if audit is not None and not isinstance(audit, Mapping):
             audit = {"path": os.fspath(audit)}
@@ -145,6 +147,8 @@ class ContainerExecutor:
             "accept_weakened": list(accept_weakened) if accept_weakened is not None else None,
             "secrets": {k: dict(v) for k, v in secrets.items()} if secrets else None,
             "routes": {k: dict(v) for k, v in routes.items()} if routes else None,
+            "writable": list(writable) if writable is not None else None,
+            "hidden": list(hidden) if hidden is not None else None,
         }
         self.image = image
         self.check = check
