@@ -11,6 +11,7 @@ mod mcp;
 mod params;
 mod rootless;
 mod routes;
+mod workspace_paths;
 
 /// The combination under test, or return `Ok(())` from the test after a SKIPPED line.
 macro_rules! combo_or_skip {
