@@ -262,3 +262,31 @@ def test_the_gil_is_released_while_a_command_runs(engine: str) -> None:
     runner.join()
     assert done and done[0].ok
     assert spins > 10_000, spins
+
+
+def test_per_command_values_writable_and_hidden_paths(engine: str, tmp_path: Path) -> None:
+    # Issue 35: a command's own timeout and writable folder; hidden files read empty.
+    ws = tmp_path / "ws"
+    (ws / "build").mkdir(parents=True)
+    (ws / ".env").write_text("TOKEN=leaked")
+    for path in (ws, ws / "build"):
+        os.chmod(path, 0o755)
+        if os.getuid() == 0:
+            os.chown(path, 1234, 2345)
+    script = ("cat /workspace/.env; echo x > /workspace/build/out && echo wrote; "
+              "(echo y > /workspace/other) 2>/dev/null || echo refused")
+    tools = ContainerExecutor(
+        IMAGE,
+        {"look": {"argv": ["sh", "-c", script], "timeout": 60, "writable": ["build"]},
+         "plain": ["true"]},
+        workspace=str(ws), engine=engine, runtime="runsc", hidden=[".env"],
+    )
+    result = tools.run("look")
+    assert result.exit_code == 0, result
+    assert "TOKEN" not in result.stdout and "wrote" in result.stdout, result.stdout
+    assert "refused" in result.stdout, result.stdout
+    assert (ws / "build" / "out").read_text() == "x\n"
+    assert not (ws / "other").exists()
+    with pytest.raises(errors.ConfigError) as refused:
+        ContainerExecutor(IMAGE, {"look": {"argv": ["true"], "timeout": 0}}, engine=engine)
+    assert "commands.look.timeout" in str(refused.value)
