@@ -71,7 +71,14 @@ impl Routes {
                 secret_name: secret_name.to_owned(),
                 secret_key: secret_key.to_owned(),
                 upstream_port: upstream.port,
-                cidrs: table.allow_cidrs.clone(),
+                cidrs: table
+                    .allow_cidrs
+                    .iter()
+                    .map(|c| {
+                        agentguard_policy::parse_cidr(c)
+                            .map_err(|e| format!("routes.{name}.allow_cidrs: {e}"))
+                    })
+                    .collect::<Result<_, _>>()?,
                 table: serde_json::to_value(&shown).map_err(|e| e.to_string())?,
             });
         }

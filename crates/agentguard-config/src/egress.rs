@@ -88,8 +88,12 @@ pub struct Commands {
     /// `[egress] allow_cidrs` and `nameservers`, parsed once at load.
     cidrs: Vec<IpNet>,
     nameservers: Vec<SocketAddr>,
+    /// `[egress]` as one typed policy (none without hosts), made once at load.
+    policy: Option<TargetPolicy>,
     networks: BTreeMap<String, Network>,
-    egress_allow: BTreeMap<String, Vec<String>>,
+    /// Each `[commands.NAME] egress_allow` with the shared ports and ranges (`None`: an
+    /// empty list, the command's routes only), made once at load.
+    policies: BTreeMap<String, Option<TargetPolicy>>,
     descriptions: BTreeMap<String, String>,
     /// `[secrets]` and `[routes]`, and the routes each command is granted.
     routes: super::Routes,
@@ -111,8 +115,9 @@ impl Commands {
             egress: egress.unwrap_or_default(),
             cidrs: Vec::new(),
             nameservers: Vec::new(),
+            policy: None,
             networks: BTreeMap::new(),
-            egress_allow: BTreeMap::new(),
+            policies: BTreeMap::new(),
             descriptions: BTreeMap::new(),
             routes,
             command_routes: BTreeMap::new(),
@@ -128,19 +133,20 @@ impl Commands {
                 .map_err(|e| format!("[egress] nameservers: {e}"))?;
             out.nameservers.push(addr);
         }
+        out.policy = out.typed_policy("[egress] allow", &out.egress.allow)?;
         for (name, entry) in commands {
             let CommandEntry::Table(table) = entry else {
                 continue;
             };
             if let Some(allow) = &table.egress_allow {
                 check_patterns(&format!("commands.{name}.egress_allow"), allow)?;
+                let key = format!("commands.{name}.egress_allow");
+                let policy = out.typed_policy(&key, allow)?;
+                out.policies.insert(name.clone(), policy);
             }
             if let Some(network) = &table.network {
                 let key = format!("commands.{name}.network");
                 out.networks.insert(name.clone(), parse(&key, network)?);
-            }
-            if let Some(allow) = &table.egress_allow {
-                out.egress_allow.insert(name.clone(), allow.clone());
             }
             if let Some(description) = &table.description {
                 out.descriptions.insert(name.clone(), description.clone());
@@ -160,13 +166,42 @@ impl Commands {
         Ok(out)
     }
 
+    /// `hosts` with the shared ports and ranges as one policy; `None` for no host.
+    fn typed_policy(&self, key: &str, hosts: &[String]) -> Result<Option<TargetPolicy>, String> {
+        if hosts.is_empty() {
+            return Ok(None);
+        }
+        let mut builder = TargetPolicy::builder();
+        for host in hosts {
+            builder = builder.allow(host);
+        }
+        for port in self.egress.allow_ports.iter().flatten() {
+            builder = builder.allow_port(*port);
+        }
+        for net in &self.cidrs {
+            builder = builder.allow_cidr(*net);
+        }
+        builder.build().map(Some).map_err(|e| format!("{key}: {e}"))
+    }
+
+    /// The typed policy of egress command `name` (its own, or the shared one).
+    fn policy_of(&self, name: &str) -> Option<&TargetPolicy> {
+        match self.policies.get(name) {
+            Some(own) => own.as_ref(),
+            None => self.policy.as_ref(),
+        }
+    }
+
     /// The network of `name` on Kubernetes: nothing, or its own proxy with its allowlist.
     pub fn k8s_network(&self, name: &str) -> anyhow::Result<agentguard_k8s::RunNetwork> {
         let network = self.networks.get(name).copied().unwrap_or(self.network);
         if network == Network::None {
             return Ok(agentguard_k8s::RunNetwork::None);
         }
-        let hosts = self.egress_allow.get(name).unwrap_or(&self.egress.allow);
+        let policy = self.policy_of(name);
+        let hosts: Vec<String> = policy.map_or_else(Vec::new, |p| {
+            p.hosts.patterns().iter().map(ToString::to_string).collect()
+        });
         let granted = self.command_routes.get(name).map_or(&[][..], Vec::as_slice);
         let routes = self
             .routes
@@ -174,9 +209,9 @@ impl Commands {
             .map_err(super::ConfigError::Invalid)?;
         Ok(agentguard_k8s::RunNetwork::Egress(
             agentguard_k8s::EgressPlan {
-                hosts: hosts.clone(),
+                hosts,
                 ports: self.egress.allow_ports.clone().unwrap_or_default(),
-                cidrs: self.egress.allow_cidrs.clone(),
+                cidrs: self.cidrs.clone(),
                 proxy_port: self
                     .egress
                     .proxy_port
@@ -217,14 +252,8 @@ impl Commands {
         if let Some(sink) = audit {
             builder = builder.audit(sink);
         }
-        for host in &egress.allow {
-            builder = builder.egress_allow(host);
-        }
-        for port in egress.allow_ports.iter().flatten() {
-            builder = builder.egress_port(*port);
-        }
-        for cidr in &self.cidrs {
-            builder = builder.egress_cidr(*cidr);
+        if let Some(policy) = &self.policy {
+            builder = builder.egress_policy(policy.clone());
         }
         for server in &self.nameservers {
             builder = builder.nameserver(*server);
@@ -235,8 +264,8 @@ impl Commands {
         for (name, network) in &self.networks {
             builder = builder.command_network(name, *network);
         }
-        for (name, hosts) in &self.egress_allow {
-            builder = builder.command_egress_allow(name, hosts.clone());
+        for (name, policy) in &self.policies {
+            builder = builder.command_egress_policy(name, policy.clone());
         }
         let wanted = self.command_routes.values().flatten().cloned().collect();
         for (route, env) in self

@@ -82,8 +82,8 @@ pub struct EgressPlan {
     pub hosts: Vec<String>,
     /// Allowed ports (empty: 443 only).
     pub ports: Vec<u16>,
-    /// Ranges treated as reachable although not public.
-    pub cidrs: Vec<String>,
+    /// Ranges treated as reachable although not public (parsed where the config was read).
+    pub cidrs: Vec<agentguard_policy::IpNet>,
     /// The proxy's port.
     pub proxy_port: u16,
     /// The proxy Service's ClusterIP, once known (the executor's second step).
@@ -106,8 +106,8 @@ pub struct RouteGrant {
     pub secret_key: String,
     /// The upstream's port, which the proxy's NetworkPolicy allows out.
     pub upstream_port: u16,
-    /// Ranges the route may reach although not public (its `allow_cidrs`).
-    pub cidrs: Vec<String>,
+    /// Ranges the route may reach although not public (its `allow_cidrs`, parsed).
+    pub cidrs: Vec<agentguard_policy::IpNet>,
     /// The route's table as the proxy reads it back (`agentguard egress-proxy --route`),
     /// without its secret.
     pub table: serde_json::Value,

@@ -185,12 +185,7 @@ fn policy(
         block("::/0".into(), except(&v6, "::/0")),
     ];
     let route_cidrs = plan.routes.iter().flat_map(|route| &route.cidrs);
-    for cidr in plan.cidrs.iter().chain(route_cidrs) {
-        let net = agentguard_policy::parse_cidr(cidr).map_err(|e| Error::Invalid {
-            field: "egress.allow_cidrs",
-            value: cidr.clone(),
-            why: e.to_string(),
-        })?;
+    for net in plan.cidrs.iter().chain(route_cidrs) {
         to.push(block(net.to_string(), None));
     }
     let dns = NetworkPolicyPeer {

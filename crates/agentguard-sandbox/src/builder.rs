@@ -1,5 +1,6 @@
-//! [`SandboxBuilder`]: a spec's commands, each with its network and allowlist, checked once
-//! into the [`Sandbox`]'s plans.
+//! [`SandboxBuilder`]: a spec's commands, each with its network and its typed
+//! [`TargetPolicy`] (made once, where the configuration is read), checked into the
+//! [`Sandbox`]'s plans. No host, port or range is parsed here.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use agentguard_audit::AuditSink;
 use agentguard_container::{ContainerExecutor, ContainerSpec, Streaming, check_mount_source};
 use agentguard_egress::Route;
-use agentguard_policy::{IpNet, TargetPolicy};
+use agentguard_policy::TargetPolicy;
 
 use crate::error::{Error, Result};
 use crate::network::{DEFAULT_PROXY_PORT, Network};
@@ -25,7 +26,8 @@ const MIN_PROXY_PORT: u16 = 1024;
 #[derive(Debug, Default)]
 struct CommandSettings {
     network: Option<Network>,
-    egress_allow: Option<Vec<String>>,
+    /// `Some(None)`: the command allows no host of its own (its routes only).
+    policy: Option<Option<TargetPolicy>>,
     routes: Vec<String>,
 }
 
@@ -36,9 +38,7 @@ pub struct SandboxBuilder {
     streaming: Streaming,
     drain_grace: Option<Duration>,
     network: Network,
-    allow: Vec<String>,
-    ports: Vec<u16>,
-    cidrs: Vec<IpNet>,
+    policy: Option<TargetPolicy>,
     nameservers: Vec<SocketAddr>,
     proxy_port: u16,
     commands: BTreeMap<String, CommandSettings>,
@@ -56,9 +56,7 @@ impl Sandbox {
             streaming: Streaming::Off,
             drain_grace: None,
             network: Network::None,
-            allow: Vec::new(),
-            ports: Vec::new(),
-            cidrs: Vec::new(),
+            policy: None,
             nameservers: Vec::new(),
             proxy_port: DEFAULT_PROXY_PORT,
             commands: BTreeMap::new(),
@@ -94,21 +92,10 @@ impl SandboxBuilder {
         self
     }
 
-    /// An allowed host or pattern for egress commands (`[egress] allow`).
-    pub fn egress_allow(mut self, pattern: impl Into<String>) -> Self {
-        self.allow.push(pattern.into());
-        self
-    }
-
-    /// An allowed port (`[egress] allow_ports`; default 443 only).
-    pub fn egress_port(mut self, port: u16) -> Self {
-        self.ports.push(port);
-        self
-    }
-
-    /// A range treated as reachable although not public (`[egress] allow_cidrs`).
-    pub fn egress_cidr(mut self, net: IpNet) -> Self {
-        self.cidrs.push(net);
+    /// What egress commands may reach (`[egress]`: hosts, ports, reachable ranges), unless a
+    /// command has its own.
+    pub fn egress_policy(mut self, policy: TargetPolicy) -> Self {
+        self.policy = Some(policy);
         self
     }
 
@@ -130,13 +117,11 @@ impl SandboxBuilder {
         self
     }
 
-    /// The allowed hosts of one command, replacing `egress_allow` for it
-    /// (`[commands.NAME] egress_allow`).
-    pub fn command_egress_allow(mut self, name: &str, hosts: Vec<String>) -> Self {
-        self.commands
-            .entry(name.to_owned())
-            .or_default()
-            .egress_allow = Some(hosts);
+    /// What one command may reach, replacing `egress_policy` for it
+    /// (`[commands.NAME] egress_allow`, with the shared ports and ranges); `None`: no host,
+    /// only its routes (`egress_allow = []`).
+    pub fn command_egress_policy(mut self, name: &str, policy: Option<TargetPolicy>) -> Self {
+        self.commands.entry(name.to_owned()).or_default().policy = Some(policy);
         self
     }
 
@@ -187,10 +172,10 @@ impl SandboxBuilder {
         for name in self.spec.commands().names() {
             let settings = self.commands.get(name);
             let network = settings.and_then(|s| s.network).unwrap_or(self.network);
-            let own_allow = settings.and_then(|s| s.egress_allow.as_ref());
+            let own = settings.and_then(|s| s.policy.as_ref());
             let routes = self.granted(name, settings.map_or(&[][..], |s| &s.routes))?;
             let plan = match network {
-                Network::None if own_allow.is_some() || !routes.is_empty() => {
+                Network::None if own.is_some() || !routes.is_empty() => {
                     let key = if routes.is_empty() {
                         "egress_allow"
                     } else {
@@ -202,12 +187,19 @@ impl SandboxBuilder {
                 }
                 Network::None => Plan::None,
                 Network::Egress => {
-                    let hosts = own_allow.unwrap_or(&self.allow).clone();
-                    let policy = match (hosts.is_empty(), routes.is_empty()) {
-                        // Routes only: CONNECT reaches nothing.
-                        (true, false) => None,
-                        _ => Some(self.policy(name, own_allow)?),
+                    let policy = match own {
+                        Some(own) => own.clone(),
+                        None => self.policy.clone(),
                     };
+                    if policy.is_none() && routes.is_empty() {
+                        return Err(config(format!(
+                            "command {name:?} has network = \"egress\" but no allowed host and no route: set [egress] allow (or egress_allow or routes for the command); an empty allowlist never means everything"
+                        )));
+                    }
+                    // Routes only: CONNECT reaches nothing.
+                    let hosts = policy.as_ref().map_or_else(Vec::new, |p| {
+                        p.hosts.patterns().iter().map(ToString::to_string).collect()
+                    });
                     Plan::Egress(EgressPlan {
                         policy,
                         hosts,
@@ -250,31 +242,5 @@ impl SandboxBuilder {
                 })
             })
             .collect()
-    }
-
-    /// The policy of an egress command: its own hosts or the shared ones, never none.
-    fn policy(&self, name: &str, own_allow: Option<&Vec<String>>) -> Result<TargetPolicy> {
-        let hosts = own_allow.unwrap_or(&self.allow);
-        if hosts.is_empty() {
-            return Err(Error::Config {
-                message: format!(
-                    "command {name:?} has network = \"egress\" but no allowed host and no route: set [egress] allow (or egress_allow or routes for the command); an empty allowlist never means everything"
-                ),
-            });
-        }
-        let mut builder = TargetPolicy::builder();
-        for host in hosts {
-            builder = builder.allow(host);
-        }
-        for port in &self.ports {
-            builder = builder.allow_port(*port);
-        }
-        for net in &self.cidrs {
-            builder = builder.allow_cidr(*net);
-        }
-        builder.build().map_err(|source| Error::Policy {
-            command: name.to_owned(),
-            source,
-        })
     }
 }

@@ -28,15 +28,6 @@ pub enum Error {
         /// What is wrong and what to do.
         message: String,
     },
-    /// The egress allowlist of a command is not a valid policy.
-    #[error("the egress allowlist of command {command:?}")]
-    Policy {
-        /// The command.
-        command: String,
-        /// Why.
-        #[source]
-        source: agentguard_policy::Error,
-    },
     /// The relay program is missing or unusable.
     #[error(
         "{origin} {problem}: a network = \"egress\" run needs the static relay (rebuild agentguard, or point AGENTGUARD_RELAY at a static agentguard-relay); the command was not started"
@@ -85,7 +76,7 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Error::Network { .. } => "invalid_network",
-            Error::Config { .. } | Error::Policy { .. } => "invalid_egress",
+            Error::Config { .. } => "invalid_egress",
             Error::Relay { .. } => "relay_unavailable",
             Error::RunsDirUnsafe { .. } | Error::RunDir { .. } => "run_folder_failed",
             Error::Proxy(_) => "proxy_failed",
@@ -101,10 +92,7 @@ impl Error {
 
     /// True for a configuration mistake (a usage error), not a failure at run time.
     pub fn is_config(&self) -> bool {
-        matches!(
-            self,
-            Error::Network { .. } | Error::Config { .. } | Error::Policy { .. }
-        )
+        matches!(self, Error::Network { .. } | Error::Config { .. })
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use agentguard_audit::{AuditSink, Decision, Kind, MemorySink};
 use agentguard_container::{ContainerSpec, Engine};
-use agentguard_policy::parse_cidr;
+use agentguard_policy::{TargetPolicy, parse_cidr};
 use agentguard_sandbox::relay::RelayProgram;
 use agentguard_sandbox::{EgressCounts, Error, Network, Sandbox, SandboxBuilder};
 use agentguard_test_support::{FakeDns, FakeEngine, TestCa, TlsUpstream, free_port};
@@ -64,9 +64,14 @@ impl World {
             .audit(Arc::clone(&self.audit) as Arc<dyn AuditSink>)
             .network(Network::Egress)
             .command_network("offline", Network::None)
-            .egress_allow("good.example.test")
-            .egress_port(port)
-            .egress_cidr(parse_cidr("127.0.0.2/32").unwrap())
+            .egress_policy(
+                TargetPolicy::builder()
+                    .allow("good.example.test")
+                    .allow_port(port)
+                    .allow_cidr(parse_cidr("127.0.0.2/32").unwrap())
+                    .build()
+                    .unwrap(),
+            )
             .nameserver(self.dns.addr())
             .proxy_port(free_port())
             .runs_dir(self.runs.path().join("runs"))
@@ -242,6 +247,11 @@ async fn a_socket_that_cannot_be_created_refuses_the_run_before_the_engine() {
     );
 }
 
+/// A policy allowing `host` on 443.
+fn policy(host: &str) -> TargetPolicy {
+    TargetPolicy::builder().allow(host).build().unwrap()
+}
+
 #[tokio::test]
 async fn egress_settings_that_make_no_allowlist_are_refused() {
     let world = World::start().await;
@@ -257,7 +267,7 @@ async fn egress_settings_that_make_no_allowlist_are_refused() {
             "no allowed host",
         ),
         (
-            Sandbox::builder(spec()).command_egress_allow("fetch", vec!["a.example.test".into()]),
+            Sandbox::builder(spec()).command_egress_policy("fetch", Some(policy("a.example.test"))),
             "its network is \"none\"",
         ),
         (
@@ -267,15 +277,15 @@ async fn egress_settings_that_make_no_allowlist_are_refused() {
         (
             Sandbox::builder(spec())
                 .network(Network::Egress)
-                .egress_allow("a.example.test")
+                .egress_policy(policy("a.example.test"))
                 .proxy_port(80),
             "below 1024",
         ),
         (
             Sandbox::builder(spec())
                 .network(Network::Egress)
-                .egress_allow("bad host"),
-            "the egress allowlist of command \"fetch\"",
+                .command_egress_policy("fetch", None),
+            "no allowed host",
         ),
     ];
     for (builder, want) in cases {
