@@ -238,7 +238,9 @@ fn egress_json(ran: &Ran, egress: Option<&RunSink>) -> Value {
         }
         event.reason
     });
-    serde_json::json!({"allowed": counts.allowed, "denied": counts.denied, "stream": stream})
+    let mut value = counts.to_json();
+    value["stream"] = serde_json::json!(stream);
+    value
 }
 
 /// The event of a run that happened, as the container executor records one.

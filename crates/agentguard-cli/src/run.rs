@@ -9,8 +9,6 @@
 use agentguard_container::Streaming;
 use agentguard_sandbox::{Error as SandboxError, Finished};
 
-use serde_json::json;
-
 use crate::args::RunArgs;
 use crate::config::{self, Target};
 use crate::exit::{self, Exit};
@@ -99,7 +97,16 @@ fn finished_report(
     json: bool,
 ) -> anyhow::Result<u8> {
     // A `network = "none"` run has no proxy: nothing allowed, nothing refused.
-    let egress = finished.egress.unwrap_or_default();
-    let counts = json!({"allowed": egress.allowed, "denied": egress.denied});
-    crate::ended::report(&finished.result, params, counts, json, "container")
+    let egress = finished.egress.clone().unwrap_or_default();
+    let code = crate::ended::report(
+        &finished.result,
+        params,
+        egress.to_json(),
+        json,
+        "container",
+    );
+    if !json && let Some(line) = egress.refused_line() {
+        crate::output::note(&line);
+    }
+    code
 }

@@ -42,7 +42,7 @@ pub fn finished(tool: &str, finished: &Finished, check: bool) -> Outcome {
         (true, false) => "command_failed",
         (false, _) => r.status.as_str(),
     };
-    let egress = finished.egress.unwrap_or_default();
+    let egress = finished.egress.clone().unwrap_or_default();
     let duration_ms = r.duration.as_millis() as u64;
     Outcome {
         decision: Decision::Allow,
@@ -61,7 +61,7 @@ pub fn finished(tool: &str, finished: &Finished, check: bool) -> Outcome {
             "stderr_bytes": r.stderr.len(),
             "duration_ms": duration_ms,
             "container": r.container,
-            "egress": {"allowed": egress.allowed, "denied": egress.denied},
+            "egress": egress.to_json(),
         }),
         is_error: !exited || (check && !r.success()),
     }

@@ -253,15 +253,10 @@ fn result<'py>(
     out.set_item("truncated", r.truncated)?;
     out.set_item("duration_ms", r.duration.as_millis() as u64)?;
     out.set_item("container", &r.container)?;
-    let egress = match finished.egress {
-        Some(counts) => {
-            let d = PyDict::new(py);
-            d.set_item("allowed", counts.allowed)?;
-            d.set_item("denied", counts.denied)?;
-            Some(d)
-        }
-        None => None,
-    };
+    let egress = finished
+        .egress
+        .as_ref()
+        .map(|counts| counts.to_json().to_string());
     out.set_item("egress", egress)?;
     let params = agentguard_audit::params_json(invocation.params()).to_string();
     out.set_item("params", params)?;

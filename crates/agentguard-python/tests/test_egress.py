@@ -156,6 +156,11 @@ def test_a_container_reaches_only_its_allowlist_through_its_own_proxy(
     assert f"{allowed} 200 hello from /pkg" in result.stdout, result.stdout
     assert f"{other} refused" in result.stdout, result.stdout
     assert result.egress == {"allowed": 1, "denied": 1}, result.egress
+    # Issue 36: what was refused, grouped, in the result and in its dict form.
+    refused = [{"target": f"other.test:{upstream.port}", "reason": "domain_not_allowed",
+                "count": 1}]
+    assert result.egress_refused == refused, result.egress_refused
+    assert result.to_dict()["egress_refused"] == refused
     kinds = [(r["kind"], r["decision"]) for r in audit.read(tmp_path / "audit.jsonl")]
     assert ("egress_connect", "allow") in kinds and ("egress_connect", "deny") in kinds
     assert kinds[-1] == ("container_run", "allow")

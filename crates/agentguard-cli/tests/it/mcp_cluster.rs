@@ -57,8 +57,13 @@ fn tools_on_a_cluster_are_jobs_with_a_cluster_runs_result_and_audit() {
     cluster.assert_gone(&job);
     let install = call(&mut server, 4, "install");
     assert_eq!(
-        install["egress"],
-        json!({"allowed": 1, "denied": 1}),
+        (&install["egress"]["allowed"], &install["egress"]["denied"]),
+        (&json!(1), &json!(1)),
+        "{install}"
+    );
+    assert_eq!(
+        install["egress"]["refused"].as_array().unwrap().len(),
+        1,
         "{install}"
     );
     drop(server.child.stdin.take());

@@ -141,8 +141,13 @@ async fn a_command_uses_a_route_whose_secret_it_never_sees() {
             "agentguard's variable is not passed on: {text}"
         );
         assert_eq!(
-            json["egress"],
-            serde_json::json!({"allowed": 1, "denied": 1})
+            (&json["egress"]["allowed"], &json["egress"]["denied"]),
+            (&serde_json::json!(1), &serde_json::json!(1))
+        );
+        assert_eq!(
+            json["egress"]["refused"],
+            serde_json::json!([{"target": "route api GET /other", "reason": "path_not_allowed", "count": 1}]),
+            "{json}"
         );
         assert_no_secret("the run's output and --json", &stdout(&out));
         assert_no_secret("the diagnostics", &stderr(&out));

@@ -85,7 +85,10 @@ async fn every_outcome_has_its_status_reason_and_is_error() {
             (ok["stdout"].as_str(), ok["exit_code"].as_i64()),
             (Some("all good\n"), Some(0))
         );
-        assert_eq!(ok["egress"], json!({"allowed": 0, "denied": 0}));
+        assert_eq!(
+            ok["egress"],
+            json!({"allowed": 0, "denied": 0, "refused": []})
+        );
         let three = object(&client.call_tool(call("three", None)).await.unwrap());
         assert_eq!(
             (three["exit_code"].as_i64(), three["stderr"].as_str()),

@@ -107,7 +107,7 @@ async fn an_allowed_host_answers_through_the_relay_and_the_run_counts_it() {
         finished.egress,
         Some(EgressCounts {
             allowed: 1,
-            denied: 0
+            ..EgressCounts::default()
         })
     );
     let records = world.audit.records();
@@ -139,13 +139,11 @@ async fn a_host_off_the_allowlist_gets_403_and_is_counted_as_denied() {
     let stdout = String::from_utf8_lossy(&finished.result.stdout);
     // curl reports the proxy's refusal of the CONNECT.
     assert!(stdout.contains("403"), "{stdout}");
-    assert_eq!(
-        finished.egress,
-        Some(EgressCounts {
-            allowed: 0,
-            denied: 1
-        })
-    );
+    let egress = finished.egress.clone().unwrap();
+    assert_eq!((egress.allowed, egress.denied), (0, 1));
+    assert_eq!(egress.refused.len(), 1, "{egress:?}");
+    assert_eq!(egress.refused[0].reason, "domain_not_allowed");
+    assert_eq!(egress.refused[0].count, 1);
     let denied = world
         .audit
         .records()

@@ -307,7 +307,9 @@ routes = ["api", "index", "hostile"]
         "route events: {reasons:?}"
     );
     ensure!(
-        json["egress"] == serde_json::json!({"allowed": 7, "denied": 1}),
+        json["egress"]["allowed"] == 7
+            && json["egress"]["denied"] == 1
+            && json["egress"]["refused"][0]["target"] == "route api GET /private",
         "egress counts: {}",
         json["egress"]
     );

@@ -13,7 +13,7 @@ import functools
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from agentguard import _native
@@ -31,7 +31,9 @@ class RunResult:
     ``status`` is ``exited``, ``timed_out``, ``output_limit`` or ``killed``; ``exit_code`` is
     what the engine reported (137 after a kill), ``None`` if it reported none. ``stdout`` and ``stderr`` are decoded
     lossily (``stdout_bytes`` and ``stderr_bytes`` keep the bytes); ``egress`` counts the
-    run's proxy decisions (``None`` for ``network="none"``); ``params`` are the checked values.
+    run's proxy decisions (``None`` for ``network="none"``); ``egress_refused`` lists what it
+    refused, grouped (``{"target", "reason", "count"}``, most frequent first, at most 20) and
+    ``egress_observed`` what an observe run let through; ``params`` are the checked values.
     """
 
     command: str
@@ -47,6 +49,8 @@ class RunResult:
     truncated: bool
     stdout_bytes: bytes
     stderr_bytes: bytes
+    egress_refused: List[Dict[str, Any]] = field(default_factory=list)
+    egress_observed: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -173,6 +177,11 @@ class ContainerExecutor:
         fields, failed = self._native.run(name, _params(params), token)
         fields["params"] = json.loads(fields["params"])
         fields["timed_out"] = fields["status"] == "timed_out"
+        if fields["egress"] is not None:
+            egress = json.loads(fields["egress"])
+            fields["egress"] = {"allowed": egress["allowed"], "denied": egress["denied"]}
+            fields["egress_refused"] = egress["refused"]
+            fields["egress_observed"] = egress.get("observed_targets", [])
         result = RunResult(**fields)
         if failed:
             raise CommandFailed(
