@@ -14,6 +14,7 @@ use crate::{cmd, e2e, fuzz, k8s, python, release, setup};
 
 pub(crate) fn run() -> Result<()> {
     setup::run()?;
+    cmd::disk_report();
     println!("== ci: formatting");
     cmd::run("cargo", &["fmt", "--all", "--", "--check"])?;
     println!("== ci: clippy (warnings are errors)");
@@ -39,7 +40,11 @@ pub(crate) fn run() -> Result<()> {
     )?;
     k8s::run()?;
     fuzz::run(&["--seconds".to_owned(), "30".to_owned()])?;
+    // The fuzz build (sanitizers, nightly) is used by nothing after it: give its disk back.
+    cmd::remove_dir(&cmd::root().join("fuzz/target"))?;
+    cmd::disk_report();
     e2e::run(&["--require".to_owned(), "docker,podman,runsc".to_owned()])?;
+    cmd::disk_report();
     // The Python package: one abi3 wheel, its tests on CPython 3.9 and 3.13 (docker+runsc).
     python::run()?;
     // The cluster's proxy image, built and run hardened in both engines.

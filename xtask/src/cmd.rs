@@ -85,6 +85,26 @@ pub(crate) fn stdout_text(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
+/// Removes a build folder that nothing later needs; a missing folder is fine.
+pub(crate) fn remove_dir(dir: &std::path::Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {
+            println!("   removed {}", dir.display());
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", dir.display())),
+    }
+}
+
+/// Prints the free space where the build writes, so a run that fills the disk says where.
+pub(crate) fn disk_report() {
+    let dir = root();
+    if let Ok(out) = Command::new("df").arg("-h").arg(&dir).output() {
+        print!("== disk: {}", String::from_utf8_lossy(&out.stdout));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
