@@ -48,6 +48,9 @@ pub(crate) enum Command {
     /// Kubernetes (`engine = "kubernetes"`).
     #[command(subcommand)]
     K8s(K8sCommand),
+    /// Learn the policy from audit logs.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -76,6 +79,11 @@ pub(crate) struct RunArgs {
     /// sequences and control characters are shown as text there, never acted on).
     #[arg(long)]
     pub(crate) raw: bool,
+    /// An observe run of a trusted `network = "egress"` command: its proxy lets through what
+    /// the policy would refuse when every resolved address is public, and records it as
+    /// `observed`, for `agentguard policy suggest` (docs/learn.md).
+    #[arg(long)]
+    pub(crate) observe: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -256,6 +264,45 @@ pub(crate) struct ClassifyArgs {
     /// Print one JSON object per line instead of tab-separated text.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PolicyCommand {
+    /// Print what to add to a config so that what verified audit logs show refused (or an
+    /// observe run let through) would be allowed: exact hosts, ports, route methods and paths.
+    Suggest(SuggestArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SuggestFormat {
+    Toml,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SuggestArgs {
+    /// Audit logs; each must verify from its first line to its last.
+    #[arg(required = true, value_name = "LOG")]
+    pub(crate) logs: Vec<PathBuf>,
+    /// Suggest only what this config does not allow yet, as the complete new value of each
+    /// key to change.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Only this command's runs.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) command: Option<String>,
+    /// The output format.
+    #[arg(long, value_enum, default_value = "toml")]
+    pub(crate) format: SuggestFormat,
+    /// Propose `*.suffix` for 3 or more sibling hosts instead of each name.
+    #[arg(long)]
+    pub(crate) wildcards: bool,
+    /// Apply the suggestion to the `--config` file in place (comments and order kept).
+    #[arg(long, requires = "config")]
+    pub(crate) write: bool,
+    /// Environment variable holding the logs' HMAC key, to check signatures while reading.
+    #[arg(long, value_name = "VAR")]
+    pub(crate) key_env: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,12 +14,15 @@ mod exit;
 mod fetch;
 mod gc;
 mod k8s;
+mod learn;
 mod logging;
 mod mcp;
 mod net_args;
 mod output;
+mod plan;
 mod run;
 mod signal;
+mod suggest;
 
 use std::process::ExitCode;
 
@@ -59,6 +62,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Mcp(args) => mcp::run(&args),
         Command::Tools(args) => mcp::tools(&args),
         Command::K8s(command) => k8s::run(&command),
+        Command::Policy(args::PolicyCommand::Suggest(args)) => suggest::run(&args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "agentguard", &mut std::io::stdout());

@@ -7,7 +7,7 @@
 //! container by name before exiting.
 
 use agentguard_container::Streaming;
-use agentguard_sandbox::{Error as SandboxError, Finished};
+use agentguard_sandbox::{Error as SandboxError, Finished, RunOptions};
 
 use crate::args::RunArgs;
 use crate::config::{self, Target};
@@ -19,6 +19,13 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let config = config::load(&args.config)?;
     let params = crate::args::param_words(&args.params)?;
     if let Target::Cluster(cluster) = &config.target {
+        if args.observe {
+            return Err(Exit::new(
+                exit::USAGE,
+                "--observe is for the container engines (docker, podman); a Kubernetes run's proxy is shared and is never put in observe mode",
+            )
+            .into());
+        }
         return crate::cluster::run(args, &params, &config, cluster);
     }
     let context = |e: SandboxError| {
@@ -41,10 +48,18 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     // Checked once, before anything starts; a refusal is recorded and exits 2.
     let invocation = sandbox.invoke(&args.name, &params).map_err(context)?;
     let identity = sandbox.identity();
+    let options = RunOptions {
+        observe: args.observe,
+        ..RunOptions::default()
+    };
+    if args.observe {
+        observe_check(&sandbox, &args.name)?;
+        crate::output::note(OBSERVE_START);
+    }
     let outcome = crate::signal::runtime()?.block_on(async {
         let mut shutdown = Shutdown::install()?;
         let stop = tokio::select! {
-            result = sandbox.run_with(&invocation, &identity) => return anyhow::Ok(Ok(result)),
+            result = sandbox.run_with_options(&invocation, &identity, options) => return anyhow::Ok(Ok(result)),
             stop = shutdown.recv() => stop,
         };
         // The run's future is dropped: its proxy is stopped and its folder removed.
@@ -73,9 +88,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             )
             .into())
         }
-        Ok(Ok(finished)) => finished_report(&finished, invocation.params(), args.json),
+        Ok(Ok(finished)) => finished_report(&finished, invocation.params(), args),
         Ok(Err(SandboxError::Failed(finished))) => {
-            finished_report(&finished, invocation.params(), args.json)
+            finished_report(&finished, invocation.params(), args)
         }
         Ok(Err(other)) => Err(context(other)),
     }
@@ -91,11 +106,48 @@ fn streaming(args: &RunArgs) -> Streaming {
     }
 }
 
+/// Printed on stderr before an observe run starts.
+const OBSERVE_START: &str = "agentguard: observe: THE POLICY IS NOT ENFORCED for public hosts in this run: what it would refuse is let through and recorded as observed (private addresses, container flags and route secrets stay enforced); run only a command you trust";
+
+/// `--observe` only for a `network = "egress"` command: exit 2 otherwise, before anything starts.
+fn observe_check(sandbox: &agentguard_sandbox::Sandbox, name: &str) -> anyhow::Result<()> {
+    match sandbox.network_of(name) {
+        Some(agentguard_sandbox::Network::Egress) => Ok(()),
+        _ => Err(Exit::new(
+            exit::USAGE,
+            format!(
+                "--observe {name}: the command has network = \"none\", so there is nothing to observe; --observe is for network = \"egress\" commands"
+            ),
+        )
+        .into()),
+    }
+}
+
+/// The line an observe run ends with: how many targets the policy would have refused.
+fn observe_end(egress: &agentguard_sandbox::EgressCounts) -> String {
+    let targets: Vec<String> = egress
+        .observed_targets
+        .iter()
+        .map(|t| format!("{} x{}", t.target, t.count))
+        .collect();
+    let list = if targets.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", targets.join(", "))
+    };
+    format!(
+        "agentguard: observe: the policy was not enforced for public hosts; {} targets would have been refused ({} requests){list}; `agentguard policy suggest LOG --config FILE` turns the log into config lines",
+        egress.observed_targets.len(),
+        egress.observed
+    )
+}
+
 fn finished_report(
     finished: &Finished,
     params: &[(String, agentguard_policy::Value)],
-    json: bool,
+    args: &RunArgs,
 ) -> anyhow::Result<u8> {
+    let json = args.json;
     // A `network = "none"` run has no proxy: nothing allowed, nothing refused.
     let egress = finished.egress.clone().unwrap_or_default();
     let code = crate::ended::report(
@@ -107,6 +159,9 @@ fn finished_report(
     );
     if !json && let Some(line) = egress.refused_line() {
         crate::output::note(&line);
+    }
+    if args.observe {
+        crate::output::note(&observe_end(&egress));
     }
     code
 }

@@ -185,17 +185,41 @@ impl Commands {
     }
 
     /// The typed policy of egress command `name` (its own, or the shared one).
-    fn policy_of(&self, name: &str) -> Option<&TargetPolicy> {
+    pub fn policy_of(&self, name: &str) -> Option<&TargetPolicy> {
         match self.policies.get(name) {
             Some(own) => own.as_ref(),
             None => self.policy.as_ref(),
         }
     }
 
+    /// `[egress] allow` as one typed policy (none without hosts).
+    pub fn shared_policy(&self) -> Option<&TargetPolicy> {
+        self.policy.as_ref()
+    }
+
+    /// The network of command `name` (its own, or the top-level one).
+    pub fn network_of(&self, name: &str) -> Network {
+        self.networks.get(name).copied().unwrap_or(self.network)
+    }
+
+    /// True when command `name` has its own `egress_allow` (which replaces `[egress] allow`).
+    pub fn has_own_allow(&self, name: &str) -> bool {
+        self.policies.contains_key(name)
+    }
+
+    /// `[egress] allow_ports` as written (absent: the default, 443).
+    pub fn allow_ports(&self) -> Option<&[u16]> {
+        self.egress.allow_ports.as_deref()
+    }
+
+    /// The routes command `name` is granted.
+    pub fn routes_granted(&self, name: &str) -> &[String] {
+        self.command_routes.get(name).map_or(&[], Vec::as_slice)
+    }
+
     /// The network of `name` on Kubernetes: nothing, or its own proxy with its allowlist.
     pub fn k8s_network(&self, name: &str) -> anyhow::Result<agentguard_k8s::RunNetwork> {
-        let network = self.networks.get(name).copied().unwrap_or(self.network);
-        if network == Network::None {
+        if self.network_of(name) == Network::None {
             return Ok(agentguard_k8s::RunNetwork::None);
         }
         let policy = self.policy_of(name);

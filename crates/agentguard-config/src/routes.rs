@@ -128,6 +128,14 @@ impl Routes {
         self.routes.is_empty()
     }
 
+    /// Route `name`'s `methods` and `paths` as written (empty: the defaults, `GET`/`HEAD`
+    /// and every path).
+    pub fn rules(&self, name: &str) -> Option<(&[String], &[String])> {
+        self.routes
+            .get(name)
+            .map(|t| (t.methods.as_slice(), t.paths.as_slice()))
+    }
+
     /// The defined routes' names, for messages.
     pub fn names(&self) -> String {
         self.routes.keys().cloned().collect::<Vec<_>>().join(", ")

@@ -126,6 +126,17 @@ impl EgressProxyBuilder {
         self
     }
 
+    /// An observe run (`agentguard run --observe`; default no): a CONNECT to a name or port
+    /// the policy does not allow, and a route request with a method or path outside its
+    /// route, is let through when every address the name resolves to is public (the
+    /// classifier, `allow_cidrs`, pinning and the TLS name check unchanged), and recorded as
+    /// an allow with reason `observed`. A name resolving to a non-public address, an IP
+    /// literal, a route the run was not granted, and every malformed request stay refused.
+    pub fn observe(mut self, observe: bool) -> Self {
+        self.limits.observe = observe;
+        self
+    }
+
     /// The ports whose tunnels carry TLS and get the name check (default: 443 only).
     pub fn tls_ports(mut self, ports: impl IntoIterator<Item = u16>) -> Self {
         self.tls_ports = ports.into_iter().collect();

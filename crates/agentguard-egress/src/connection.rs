@@ -185,7 +185,7 @@ pub(crate) async fn handle(
         }
     };
     let addresses: Vec<String> = allowed.pinned.addrs.iter().map(|a| a.to_string()).collect();
-    let allow = Event::egress_connect(Decision::Allow, "ok", &allowed.target, &peer)
+    let allow = Event::egress_connect(Decision::Allow, allowed.reason, &allowed.target, &peer)
         .data("rule", allowed.rule.as_str())
         .data("addresses", addresses);
     if !shared.record(allow).await {

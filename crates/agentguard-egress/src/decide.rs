@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use agentguard_audit::error_chain;
 use agentguard_netpin::{PinError, PinnedHost, pin};
-use agentguard_policy::{Authority, Reason};
+use agentguard_policy::{Authority, Host, Reason};
 
 use crate::head::parse_head;
 use crate::limits::{descriptors_exhausted, out_of_descriptors};
@@ -21,8 +21,10 @@ pub(crate) struct Allowed {
     /// The canonical `host:port`.
     pub(crate) target: String,
     pub(crate) port: u16,
-    /// The allowlist pattern that matched.
+    /// The allowlist pattern that matched (empty for an observed one).
     pub(crate) rule: String,
+    /// `ok`, or `observed`: the policy refused it and an observe run let it through.
+    pub(crate) reason: &'static str,
     /// The checked addresses: the only ones to dial.
     pub(crate) pinned: PinnedHost,
 }
@@ -65,23 +67,43 @@ pub(crate) async fn decide(shared: &Shared, head: &[u8]) -> Result<Allowed, Refu
     let target = authority.to_string();
     let refused = |refusal| Refused::new(Some(&target), refusal);
     let Authority { host, port } = authority;
-    let Some(policy) = &shared.policy else {
-        return Err(refused(Refusal::new(
+    let checked = match &shared.policy {
+        Some(policy) => policy
+            .check_target(&host, port)
+            .map_err(|d| Refusal::new(RefusalKind::Denied(d.reason), d.message)),
+        None => Err(Refusal::new(
             RefusalKind::Denied(Reason::DomainNotAllowed),
             "this proxy tunnels to no host: its credential routes are the only way out",
-        )));
+        )),
     };
-    let permit = policy
-        .check_target(&host, port)
-        .map_err(|d| refused(Refusal::new(RefusalKind::Denied(d.reason), d.message)))?;
+    let (name, rule, reason) = match (checked, &host) {
+        (Ok(permit), _) => (permit.name, permit.rule, "ok"),
+        // Observe: a name the policy refuses by its host or port goes on to the address
+        // check, which is never relaxed.
+        (Err(refusal), Host::Domain(name))
+            if shared.limits.observe
+                && matches!(
+                    refusal.kind,
+                    RefusalKind::Denied(Reason::DomainNotAllowed | Reason::PortNotAllowed)
+                ) =>
+        {
+            (name.clone(), String::new(), "observed")
+        }
+        (Err(refusal), _) => return Err(refused(refusal)),
+    };
+    let public_only = agentguard_policy::AddressPolicy::new();
+    let addresses = shared
+        .policy
+        .as_ref()
+        .map_or(&public_only, |p| &p.addresses);
     let pinned = pin(
         shared.resolver.as_ref(),
-        &policy.addresses,
-        &permit.name,
+        addresses,
+        &name,
         shared.limits.max_answers,
     )
     .await
-    .map_err(|e| refused(pin_refusal(&permit.name.to_string(), &e)))?;
+    .map_err(|e| refused(pin_refusal(&name.to_string(), &e)))?;
     if let Some(own) = shared.local_addr
         && let Some(ip) = pinned.addrs.iter().find(|ip| is_own(own, **ip, port))
     {
@@ -91,15 +113,15 @@ pub(crate) async fn decide(shared: &Shared, head: &[u8]) -> Result<Allowed, Refu
                 "the target is this proxy's own listening address",
             )
             .with_detail(format!(
-                "{}:{port} resolved to {ip}, this proxy's own listening address",
-                permit.name
+                "{name}:{port} resolved to {ip}, this proxy's own listening address"
             )),
         ));
     }
     Ok(Allowed {
         target,
         port,
-        rule: permit.rule,
+        rule,
+        reason,
         pinned,
     })
 }

@@ -38,6 +38,9 @@ pub(crate) struct Limits {
     pub(crate) max_head_bytes: usize,
     pub(crate) max_answers: usize,
     pub(crate) sni_check: bool,
+    /// An observe run: a CONNECT (or a route request's method and path) the policy would
+    /// refuse is let through when every address is public, and recorded as `observed`.
+    pub(crate) observe: bool,
     /// How long a route's upstream may take to send its response head.
     pub(crate) response_timeout: Duration,
 }
@@ -53,6 +56,7 @@ impl Default for Limits {
             max_head_bytes: 8 * 1024,
             max_answers: DEFAULT_MAX_ANSWERS,
             sni_check: true,
+            observe: false,
             response_timeout: Duration::from_secs(60),
         }
     }

@@ -17,6 +17,7 @@ use http::{HeaderName, HeaderValue, Method};
 
 use crate::error::{Error, Result};
 use crate::redact::{Pattern, base64_forms, secret_patterns};
+use crate::route_rules::{methods, paths};
 
 /// The default request body cap: 10 MiB.
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 10 * 1024 * 1024;
@@ -342,54 +343,4 @@ fn render(
         .map_err(|_| "the rendered value is not a valid header value".to_owned())?;
     value.set_sensitive(true);
     Ok((header, value, redact))
-}
-
-fn methods(given: &[String]) -> std::result::Result<Vec<Method>, String> {
-    if given.is_empty() {
-        return Ok(vec![Method::GET, Method::HEAD]);
-    }
-    let mut out = Vec::new();
-    for method in given {
-        let parsed = match method.as_str() {
-            "GET" => Method::GET,
-            "HEAD" => Method::HEAD,
-            "POST" => Method::POST,
-            "PUT" => Method::PUT,
-            "PATCH" => Method::PATCH,
-            "DELETE" => Method::DELETE,
-            "OPTIONS" => Method::OPTIONS,
-            other => {
-                return Err(format!(
-                    "method {other:?} is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case)"
-                ));
-            }
-        };
-        if !out.contains(&parsed) {
-            out.push(parsed);
-        }
-    }
-    Ok(out)
-}
-
-fn paths(given: &[String]) -> std::result::Result<Vec<String>, String> {
-    if given.is_empty() {
-        return Ok(vec!["/".to_owned()]);
-    }
-    for prefix in given {
-        let segments_ok = prefix
-            .split('/')
-            .skip(1)
-            .all(|s| s != "." && s != ".." && !s.contains('%'));
-        if !prefix.starts_with('/')
-            || prefix.contains("//")
-            || prefix.contains(['\\', '?', '#'])
-            || !prefix.bytes().all(|b| b.is_ascii_graphic())
-            || !segments_ok
-        {
-            return Err(format!(
-                "path {prefix:?} must be a plain absolute path such as \"/repos/acme/\" (no `.` or `..` segment, `//`, `%`, `?`, `#` or backslash)"
-            ));
-        }
-    }
-    Ok(given.to_vec())
 }

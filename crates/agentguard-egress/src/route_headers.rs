@@ -8,7 +8,10 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+use http::{Response, StatusCode};
+
 use crate::redact::redact_all;
+use crate::response::{Refusal, RefusalKind};
 use crate::route::Route;
 use crate::route_target::rewrite_location;
 
@@ -110,4 +113,48 @@ pub(crate) fn response_headers(mut headers: HeaderMap, route: &Route, port: u16)
         }
     }
     out
+}
+
+/// Refuses an answer redaction could not see into, or one that returns the body in pieces:
+/// any `Content-Encoding` other than `identity` (every header, every listed coding), any
+/// transfer-coding other than `chunked`, and `206 Partial Content` (the client's `Range` is
+/// never sent, so only a hostile upstream answers with a piece).
+pub(crate) fn check_answer<B>(route: &Route, response: &Response<B>) -> Result<(), Refusal> {
+    let headers = response.headers();
+    let only = |name: header::HeaderName, allowed: &str| {
+        headers.get_all(&name).iter().all(|value| {
+            value.to_str().is_ok_and(|text| {
+                text.split(',')
+                    .map(str::trim)
+                    .all(|coding| coding.eq_ignore_ascii_case(allowed))
+            })
+        })
+    };
+    let encoded = |what: &str| {
+        Refusal::new(
+            RefusalKind::EncodedResponse,
+            format!(
+                "the upstream of route {} answered with {what}; the secret could not be redacted in it",
+                route.name
+            ),
+        )
+    };
+    if !only(header::CONTENT_ENCODING, "identity") {
+        return Err(encoded(
+            "a content coding other than identity although asked for identity",
+        ));
+    }
+    if !only(header::TRANSFER_ENCODING, "chunked") {
+        return Err(encoded("a transfer coding other than chunked"));
+    }
+    if response.status() == StatusCode::PARTIAL_CONTENT {
+        return Err(Refusal::new(
+            RefusalKind::PartialResponse,
+            format!(
+                "the upstream of route {} answered 206 Partial Content, which was not asked for (the client's Range is never sent)",
+                route.name
+            ),
+        ));
+    }
+    Ok(())
 }

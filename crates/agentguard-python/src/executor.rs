@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use agentguard_container::{RunIdentity, Streaming};
 use agentguard_policy::Invocation;
-use agentguard_sandbox::{Error as SandboxError, Finished, Sandbox};
+use agentguard_sandbox::{Error as SandboxError, Finished, RunOptions, Sandbox};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -94,17 +94,19 @@ impl Executor {
 
     /// Runs `name` with `params` (a JSON object): `(result, failed)`, `failed` when `check`
     /// is set and the command did not exit 0. Refusals raise before anything starts.
-    #[pyo3(signature = (name, params, cancel=None))]
+    /// `observe` makes it an observe run (docs/learn.md); only `run` takes it, never `tool`.
+    #[pyo3(signature = (name, params, cancel=None, observe=false))]
     fn run<'py>(
         &self,
         py: Python<'py>,
         name: &str,
         params: &str,
         cancel: Option<Py<CancelToken>>,
+        observe: bool,
     ) -> PyResult<(Bound<'py, PyDict>, bool)> {
         crate::this_process(py)?;
         let invocation = self.invocation(py, name, params)?;
-        match self.await_run(py, name, &invocation, cancel)? {
+        match self.await_run(py, name, &invocation, cancel, observe)? {
             Ok(finished) => Ok((result(py, &finished, &invocation)?, false)),
             Err(SandboxError::Failed(finished)) => Ok((result(py, &finished, &invocation)?, true)),
             Err(e) => Err(errors::run(py, &e)),
@@ -127,7 +129,7 @@ impl Executor {
             Ok(invocation) => invocation,
             Err(e) => return Ok(result::run_error(name, &e).value.to_string()),
         };
-        let outcome = match self.await_run(py, name, &invocation, cancel)? {
+        let outcome = match self.await_run(py, name, &invocation, cancel, false)? {
             Ok(finished) => result::finished(name, &finished, self.check),
             Err(SandboxError::Failed(finished)) => result::finished(name, &finished, self.check),
             Err(e) => result::run_error(name, &e),
@@ -162,6 +164,7 @@ impl Executor {
         name: &str,
         invocation: &Invocation,
         cancel: Option<Py<CancelToken>>,
+        observe: bool,
     ) -> PyResult<Result<Finished, SandboxError>> {
         let runtime = crate::runtime(py)?;
         let identity = self.sandbox.identity();
@@ -169,7 +172,13 @@ impl Executor {
         let stopped = py.detach(|| {
             runtime.block_on(async {
                 let stop = {
-                    let run = self.sandbox.run_with(invocation, &identity);
+                    let options = RunOptions {
+                        observe,
+                        ..RunOptions::default()
+                    };
+                    let run = self
+                        .sandbox
+                        .run_with_options(invocation, &identity, options);
                     tokio::pin!(run);
                     let mut poll = tokio::time::interval(SIGNAL_POLL);
                     loop {

@@ -31,5 +31,5 @@ pub use count::{EgressCounts, MAX_REFUSAL_EVENTS, MERGE_WINDOW, RunSink};
 pub use error::{Error, Result};
 pub use finished::Finished;
 pub use network::{DEFAULT_PROXY_PORT, Network};
-pub use sandbox::Sandbox;
+pub use sandbox::{RunOptions, Sandbox};
 pub use tally::{MAX_LISTED_TARGETS, TargetCount};

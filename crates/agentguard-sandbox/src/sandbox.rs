@@ -48,6 +48,17 @@ pub(crate) struct Granted {
     pub(crate) env: Option<String>,
 }
 
+/// How a run is asked for, besides its invocation and identity.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions<'a> {
+    /// Counts the output as it arrives (progress reports).
+    pub meter: Option<&'a OutputMeter>,
+    /// An observe run (`agentguard run --observe`): the run's proxy lets through, and records
+    /// as `observed`, what the policy would refuse when every address is public. Only for
+    /// `network = "egress"` commands; never from MCP.
+    pub observe: bool,
+}
+
 /// The allowlisted commands of one spec, each with its network (see the crate docs).
 pub struct Sandbox {
     pub(crate) executor: ContainerExecutor,
@@ -191,6 +202,31 @@ impl Sandbox {
         identity: &RunIdentity,
         meter: Option<&OutputMeter>,
     ) -> Result<Finished> {
+        let options = RunOptions {
+            meter,
+            ..RunOptions::default()
+        };
+        self.run_with_options(invocation, identity, options).await
+    }
+
+    /// The one entry every run takes: [`Sandbox::run_with`] with `options` (a meter for
+    /// progress, an observe run).
+    pub async fn run_with_options(
+        &self,
+        invocation: &Invocation,
+        identity: &RunIdentity,
+        options: RunOptions<'_>,
+    ) -> Result<Finished> {
+        let meter = options.meter;
+        if options.observe && !matches!(self.plans.get(invocation.command()), Some(Plan::Egress(_)))
+        {
+            return Err(Error::Config {
+                message: format!(
+                    "command {:?} has network = \"none\": there is nothing to observe; --observe is for network = \"egress\" commands",
+                    invocation.command()
+                ),
+            });
+        }
         let outcome = match self.plans.get(invocation.command()) {
             None | Some(Plan::None) if self.masks(invocation) => {
                 // Only a folder of its own for the empty file and folder hidden paths need.
@@ -209,7 +245,7 @@ impl Sandbox {
             // No network: exactly the container run of today.
             None | Some(Plan::None) => self.executor.run_metered(invocation, identity, meter).await,
             Some(Plan::Egress(plan)) => {
-                return self.run_egress(invocation, identity, plan, meter).await;
+                return self.run_egress(invocation, identity, plan, options).await;
             }
         };
         finish(outcome, None)
@@ -239,8 +275,9 @@ impl Sandbox {
         invocation: &Invocation,
         identity: &RunIdentity,
         plan: &EgressPlan,
-        meter: Option<&OutputMeter>,
+        options: RunOptions<'_>,
     ) -> Result<Finished> {
+        let meter = options.meter;
         let relay = match &self.relay {
             Some(relay) => relay.clone(),
             None => RelayProgram::embedded()?,
@@ -251,6 +288,7 @@ impl Sandbox {
         let mut builder = EgressProxy::builder()
             .bind_unix(dir.file(SOCKET_FILE), identity.name.as_str())
             .route_port(self.proxy_port)
+            .observe(options.observe)
             .audit(Arc::clone(&sink) as Arc<dyn AuditSink>);
         if let Some(policy) = &plan.policy {
             builder = builder.policy(policy.clone());

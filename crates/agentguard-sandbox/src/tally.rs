@@ -85,9 +85,9 @@ impl EgressCounts {
             String::new()
         };
         let noun = if self.denied == 1 {
-            "request"
+            "connection"
         } else {
-            "requests"
+            "connections"
         };
         Some(format!(
             "agentguard: the proxy refused {} {noun}: {}{more}; to learn what the command needs, run it once with `agentguard run --observe` and turn the log into config lines with `agentguard policy suggest` (docs/learn.md)",

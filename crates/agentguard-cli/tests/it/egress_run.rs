@@ -14,22 +14,27 @@ use crate::{agentguard, stderr, stdout};
 
 const UPSTREAM: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 
-struct World {
-    dir: tempfile::TempDir,
+pub(crate) struct World {
+    pub(crate) dir: tempfile::TempDir,
     engine: FakeEngine,
     _dns: FakeDns,
-    upstream: TlsUpstream,
-    config: PathBuf,
+    pub(crate) upstream: TlsUpstream,
+    pub(crate) config: PathBuf,
 }
 
 impl World {
-    async fn start() -> World {
+    pub(crate) async fn start() -> World {
         let ca = TestCa::new("cli egress test CA");
         let upstream =
             TlsUpstream::start(UPSTREAM, 0, ca.server_config(&["good.example.test"])).await;
         let dns = FakeDns::start().await;
         dns.answer("good.example.test", &[UPSTREAM]);
         dns.answer("evil.example.test", &[UPSTREAM]);
+        // Not public, and not in allow_cidrs: refused even by an observe run, never dialed.
+        dns.answer(
+            "private.example.test",
+            &[IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))],
+        );
         let dir = tempfile::tempdir().unwrap();
         let ca_file = dir.path().join("ca.pem");
         std::fs::write(&ca_file, ca.pem()).unwrap();
@@ -42,7 +47,8 @@ impl World {
             )
         };
         let text = format!(
-            r#"image = "localhost/tools:latest"
+            r#"# The test's config: policy suggest --write keeps this comment.
+image = "localhost/tools:latest"
 engine = "{engine}"
 network = "egress"
 timeout = 60
@@ -76,6 +82,9 @@ network = "egress"
 argv = ["sh", "-c", "{evil}"]
 egress_allow = ["evil.example.test"]
 
+[commands.learn]
+argv = ["sh", "-c", "{good}; {evil}; {private}"]
+
 [commands.flood]
 argv = ["python3", "-c", "{flood}", "{port}"]
 
@@ -87,6 +96,7 @@ argv = ["python3", "-c", "{flood}", "{port}", "25"]
             proxy = free_port(),
             good = curl("good.example.test").replace('"', "\\\""),
             evil = curl("evil.example.test").replace('"', "\\\""),
+            private = curl("private.example.test").replace('"', "\\\""),
             flood = FLOOD
                 .replace('\\', "\\\\")
                 .replace('"', "\\\"")
@@ -119,7 +129,7 @@ argv = ["python3", "-c", "{flood}", "{port}", "25"]
         command
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 
@@ -131,7 +141,7 @@ argv = ["python3", "-c", "{flood}", "{port}", "25"]
         std::fs::read_dir(self.runs()).unwrap().count()
     }
 
-    fn audit(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn audit(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.dir.path().join("audit.jsonl"))
             .unwrap_or_default()
             .lines()
@@ -146,7 +156,7 @@ argv = ["python3", "-c", "{flood}", "{port}", "25"]
 const FLOOD: &str = "import os, socket, sys\nport = int(os.environ['HTTPS_PROXY'].rsplit(':', 1)[1])\nup = sys.argv[1].encode()\ntargets = [b'evil.example.test:' + up, b'good.example.test:22', b'10.0.0.1:' + up]\nif len(sys.argv) > 2:\n    targets = [b'h%d.example.test:%s' % (n, up) for n in range(int(sys.argv[2]))]\ncount = 3000 if len(sys.argv) == 2 else len(targets)\nfor i in range(count):\n    s = socket.create_connection(('127.0.0.1', port))\n    s.sendall(b'CONNECT ' + targets[i % len(targets)] + b' HTTP/1.1\\r\\n\\r\\n')\n    assert s.recv(100).startswith(b'HTTP/1.1 403'), i\n    s.close()\nprint('refused', i + 1)";
 
 /// Runs a blocking body on the blocking pool, so the fake DNS and the upstream keep serving.
-async fn blocking<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) async fn blocking<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(body).await.unwrap()
 }
 
@@ -408,7 +418,7 @@ async fn a_flood_of_refusals_is_merged_in_the_audit_log_and_counted_exactly() {
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let said = stderr(&out);
         assert!(
-            said.contains("agentguard: the proxy refused 3000 requests: ")
+            said.contains("agentguard: the proxy refused 3000 connections: ")
                 && said.contains(&format!(
                     "evil.example.test:{port} (domain_not_allowed) x1000"
                 ))

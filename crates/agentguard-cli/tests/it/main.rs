@@ -9,6 +9,7 @@ mod exit_codes;
 mod fetch;
 mod hardening;
 mod k8s;
+mod learn;
 mod mcp;
 mod mcp_cluster;
 mod mcp_wire;

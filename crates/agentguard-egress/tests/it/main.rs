@@ -6,6 +6,7 @@ mod clients;
 mod hardening;
 mod hostile;
 mod limits;
+mod observe;
 mod routes;
 mod sni;
 mod statuses;

@@ -630,3 +630,31 @@ fn routes_are_checked_when_built() {
     );
     assert!(!format!("{route:?}").contains(SECRET));
 }
+
+/// Issue 36, item 2: an observe run forwards a route request whose method or path the route
+/// refuses, with the credential, and records it as `observed`; a route the run was not
+/// granted stays refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_observe_run_forwards_outside_the_routes_paths_and_records_it() {
+    let s = Setup::start().await;
+    let proxy = s
+        .proxy(vec![s.route(&["/echo"]).build().unwrap()])
+        .observe(true)
+        .start()
+        .await
+        .unwrap();
+    let reply = send(proxy.local_addr(), &get("/api/other", "")).await;
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let reply = send(proxy.local_addr(), &get("/nope/x", "")).await;
+    assert_eq!(reply.status, 403, "{reply:?}");
+    let events = s.route_events(2).await;
+    let reasons: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e.subject["route"].as_str().unwrap(), e.reason.as_str()))
+        .collect();
+    assert!(reasons.contains(&("api", "observed")), "{reasons:?}");
+    assert!(
+        reasons.contains(&("nope", "route_not_allowed")),
+        "{reasons:?}"
+    );
+}

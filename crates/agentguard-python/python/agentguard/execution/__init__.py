@@ -163,18 +163,35 @@ class ContainerExecutor:
         """The allowlisted command names."""
         return list(self._native.commands())
 
-    def run(self, name: str, /, **params: Any) -> RunResult:
+    def run(self, name: str, /, *, observe: bool = False, **params: Any) -> RunResult:
         """Runs the allowlisted command ``name`` with its typed ``params``; waits for its end.
 
         Raises ``NotAllowed`` or ``InvalidArguments`` before anything starts,
         ``EngineError`` when the engine fails it, and with ``check=True``
         ``CommandFailed`` for a non-zero exit. Ctrl-C kills and removes the container, then
         raises ``KeyboardInterrupt``. The GIL is released while the command runs.
-        """
-        return self._run(name, params, None)
 
-    def _run(self, name: str, params: Mapping[str, Any], token: Optional[Any]) -> RunResult:
-        fields, failed = self._native.run(name, _params(params), token)
+        ``observe=True`` is an observe run of a ``network="egress"`` command (docs/learn.md):
+        its proxy lets through what the policy would refuse when every address is public, and
+        records it as ``observed`` (``RunResult.egress_observed``); ``ConfigError`` for a
+        ``network="none"`` command. A param cannot be named ``observe``.
+        """
+        if not isinstance(observe, bool):
+            # Never widen by accident: a param named `observe` would land here.
+            raise TypeError(
+                f"observe must be True or False, not {type(observe).__name__}; "
+                "a command's param cannot be named 'observe' in the Python API"
+            )
+        return self._run(name, params, None, observe)
+
+    def _run(
+        self,
+        name: str,
+        params: Mapping[str, Any],
+        token: Optional[Any],
+        observe: bool = False,
+    ) -> RunResult:
+        fields, failed = self._native.run(name, _params(params), token, observe)
         fields["params"] = json.loads(fields["params"])
         fields["timed_out"] = fields["status"] == "timed_out"
         if fields["egress"] is not None:
