@@ -200,9 +200,11 @@ impl Peers {
         let (dns, upstream, ca) = runtime.block_on(async {
             let dns = FakeDns::start().await;
             let ca = TestCa::new("agentguard demo CA");
-            let config = ca.server_config(&["pkgs.example.test"]);
+            let config = ca.server_config(&["pkgs.example.test", "files.example.test"]);
             let upstream = TlsUpstream::start_with_files(upstream_ip, 0, config, files).await?;
             dns.answer("pkgs.example.test", &[upstream_ip]);
+            // Off demo 6's allowlist until its learn loop adds it.
+            dns.answer("files.example.test", &[upstream_ip]);
             dns.answer(
                 "private.example.test",
                 &[IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3))],

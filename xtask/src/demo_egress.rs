@@ -1,7 +1,7 @@
 //! Demo 6: the only way out. A `network = "egress"` command installs a package with pip
 //! inside a hardened container, from an HTTPS package index on the host that it reaches only
 //! through its own egress proxy; another command is refused a host off the allowlist; the
-//! run's audit log shows both decisions.
+//! run's audit log shows both decisions; then the learn loop allows it (`demo_learn.rs`).
 
 use std::os::unix::fs::chown;
 use std::path::{Path, PathBuf};
@@ -63,7 +63,7 @@ pub(crate) fn run(
     {
         bail!("the egress network demo did not behave as documented");
     }
-    Ok(())
+    crate::demo_learn::run(agentguard, &config, &log)
 }
 
 /// The demo's config and workspace (read-write, so owned by nobody: it runs as its owner).
@@ -103,7 +103,8 @@ argv = ["python3", "-m", "pip", "install", "--quiet", "--no-cache-dir", "--disab
 description = "Install the test package into /workspace/.deps"
 
 [commands.elsewhere]
-argv = ["python3", "-c", "import urllib.request; urllib.request.urlopen('https://evil.example.test:{port}/', timeout=20)"]
+argv = ["python3", "-c", "import ssl, urllib.request; c = ssl.create_default_context(cafile='/workspace/ca.pem'); print(len(urllib.request.urlopen('https://files.example.test:{port}/files/agprobe-1.0-py3-none-any.whl', context=c, timeout=20).read()), 'bytes')"]
+description = "Download a file from a host the allowlist does not name (yet)"
 
 [audit]
 path = "run.jsonl"
@@ -116,7 +117,11 @@ path = "run.jsonl"
 }
 
 /// `agentguard run --config CONFIG NAME --json`, shown with its exit status and egress counts.
-fn run_command(agentguard: &Path, config: &Path, name: &str) -> Result<std::process::Output> {
+pub(crate) fn run_command(
+    agentguard: &Path,
+    config: &Path,
+    name: &str,
+) -> Result<std::process::Output> {
     let args = ["run", "--config", &config.to_string_lossy(), name, "--json"];
     println!("$ agentguard {}", args.join(" "));
     let out = std::process::Command::new(agentguard).args(args).output()?;

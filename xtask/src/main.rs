@@ -10,6 +10,7 @@ mod ci;
 mod cmd;
 mod demo;
 mod demo_egress;
+mod demo_learn;
 mod demo_route;
 mod e2e;
 mod fuzz;

@@ -164,3 +164,39 @@ def test_a_container_reaches_only_its_allowlist_through_its_own_proxy(
     kinds = [(r["kind"], r["decision"]) for r in audit.read(tmp_path / "audit.jsonl")]
     assert ("egress_connect", "allow") in kinds and ("egress_connect", "deny") in kinds
     assert kinds[-1] == ("container_run", "allow")
+
+
+def test_observe_run(
+    engine: str, dns_loopback: FakeDns, upstream: TlsUpstream, tmp_path: Path
+) -> None:
+    """Issue 36: run(name, observe=True) lets a public (here: allow_cidrs) host the policy
+    refuses through and reports it; only run takes it, strictly a bool; none refuses it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "ca.pem").write_bytes(upstream.ca_file.read_bytes())
+    ws.chmod(0o755)
+    (ws / "ca.pem").chmod(0o644)
+    allowed = f"https://api.test:{upstream.port}/pkg"
+    other = f"https://other.test:{upstream.port}/"
+    tools = ContainerExecutor(
+        IMAGE, {"fetch": ["python3", "-c", FETCH, allowed, other],
+                "offline": {"argv": ["true"], "network": "none"}},
+        engine=engine, runtime="runsc", workspace=ws, network="egress",
+        audit=tmp_path / "audit.jsonl",
+        egress={"allow": ["api.test"], "allow_ports": [upstream.port],
+                "allow_cidrs": ["127.0.0.0/8"], "nameservers": [dns_loopback.nameserver]},
+    )
+    result = tools.run("fetch", observe=True)
+    assert result.egress == {"allowed": 2, "denied": 0}, result
+    observed = [{"target": f"other.test:{upstream.port}", "reason": "observed", "count": 1}]
+    assert result.egress_observed == observed, result.egress_observed
+    assert result.egress_refused == []
+    reasons = [r["reason"] for r in audit.read(tmp_path / "audit.jsonl")
+               if r["kind"] == "egress_connect"]
+    assert reasons == ["ok", "observed"], reasons
+    # Without observe the same call is refused again: observe lasted one run.
+    assert tools.run("fetch").egress == {"allowed": 1, "denied": 1}
+    with pytest.raises(TypeError, match="observe must be True or False"):
+        tools.run("fetch", observe="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="nothing to observe"):
+        tools.run("offline", observe=True)

@@ -32,8 +32,14 @@ with zipfile.ZipFile(sys.argv[1], "w") as wheel:
 /// to `/files/agprobe-1.0-py3-none-any.whl` by a relative link, so the index also works
 /// below a route's base URL. The paths pip asks for, in order.
 pub fn index_files(wheel: Vec<u8>) -> Vec<(String, String, Vec<u8>)> {
+    index_files_at(wheel, "../..")
+}
+
+/// [`index_files`] whose page links the file at `base` (`https://files.example.test:PORT`:
+/// the files on a second host name, as many indexes serve them).
+pub fn index_files_at(wheel: Vec<u8>, base: &str) -> Vec<(String, String, Vec<u8>)> {
     let page = format!(
-        "<!DOCTYPE html><html><body><a href=\"../../files/{WHEEL_NAME}\">{WHEEL_NAME}</a></body></html>\n"
+        "<!DOCTYPE html><html><body><a href=\"{base}/files/{WHEEL_NAME}\">{WHEEL_NAME}</a></body></html>\n"
     );
     vec![
         (

@@ -164,3 +164,50 @@ fn suggest_refuses_a_log_that_does_not_verify_and_write_needs_a_config() {
     let out = agentguard(&["policy", "suggest", log_text, "--write"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// Only a person starts an observe run: `mcp` and `tools` have no such option, and an agent's
+/// `observe` argument is an unknown param, refused before anything starts.
+#[test]
+fn mcp_and_tools_have_no_observe() {
+    use serde_json::json;
+    for args in [&["mcp", "--observe"][..], &["tools", "--observe"]] {
+        let out = agentguard(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--observe"), "{}", stderr(&out));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let engine = agentguard_test_support::FakeEngine::new();
+    let config = dir.path().join("agentguard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "image = \"localhost/tools:latest\"\nengine = \"{}\"\n[commands]\nok = [\"echo\", \"fine\"]\n[audit]\npath = \"audit.jsonl\"\n",
+            engine.path().display()
+        ),
+    )
+    .unwrap();
+    let mut server = crate::mcp::Server::start_with(&config, &[]);
+    crate::mcp::initialize(&mut server, "learn", "1");
+    let (list, _) = server.request(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    assert!(!list.to_string().contains("observe"), "{list}");
+    let (call, _) = server.request(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "ok", "arguments": {"observe": true}}}));
+    let result = &call["result"]["structuredContent"];
+    assert_eq!(result["reason"], "arguments_not_accepted", "{call}");
+    assert_eq!(result["status"], "denied", "{call}");
+    assert!(engine.calls().is_empty(), "nothing started");
+}
+
+/// A cluster's proxy is shared: an observe run there is refused before anything starts.
+#[test]
+fn a_cluster_run_refuses_observe() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::cluster::config(dir.path(), 60);
+    let out = agentguard(&["run", "--config", &config, "--observe", "install"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--observe is for the container engines"),
+        "{}",
+        stderr(&out)
+    );
+}

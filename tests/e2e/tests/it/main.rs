@@ -6,6 +6,7 @@
 mod binary;
 mod egress;
 mod inside;
+mod learn;
 mod limits;
 mod mcp;
 mod params;
