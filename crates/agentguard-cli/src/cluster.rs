@@ -14,7 +14,7 @@ use agentguard_audit::{AuditSink, Decision, Event, error_chain};
 use agentguard_k8s::RunRequest;
 use agentguard_kubectl::{Kubectl, NotAccepted, Ran, gc};
 use agentguard_policy::{Arg, Invocation};
-use agentguard_sandbox::RunSink;
+use agentguard_sandbox::{Finished, RunSink};
 use serde_json::Value;
 
 use crate::args::RunArgs;
@@ -203,9 +203,13 @@ fn finish(
                         // A closed stdout is the reader's choice; the exit status still says how it ended.
                         let _ = out.write_all(&ran.result.stdout).and_then(|()| out.flush());
                     }
-                    let params = invocation.params();
-                    let egress = egress_json(&ran, egress);
-                    crate::ended::report(&ran.result, params, egress, args.json, "Job")
+                    let egress_value = egress_json(&ran, egress);
+                    let finished = Finished {
+                        result: ran.result,
+                        egress: egress.map(RunSink::counts),
+                        params: invocation.params().to_vec(),
+                    };
+                    crate::ended::report(&finished, Some(egress_value), args.json, "Job")
                 }
                 Ok(Err(refused)) => Err(refused.into()),
                 Err(error) => {

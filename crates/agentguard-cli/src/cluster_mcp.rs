@@ -96,6 +96,7 @@ impl ClusterRunner {
             Ok(Ok(ran)) => Ok(Finished {
                 result: ran.result,
                 egress: egress.map(|sink| sink.counts()),
+                params: invocation.params().to_vec(),
             }),
             Ok(Err(refused)) => Err(result::refused(
                 name,

@@ -1,35 +1,28 @@
 //! How a run ended, for `agentguard run` on any target: the result printed (one JSON object
 //! with `--json`) and the exit code of its status.
 
-use agentguard_container::{RunResult, RunStatus};
-use serde_json::{Value, json};
+use agentguard_container::RunStatus;
+use agentguard_sandbox::Finished;
+use serde_json::Value;
 
 use crate::exit;
 use crate::output;
 
-/// Prints the result (`--json`: one object, with the checked `params` and `egress` as given)
-/// and returns the exit code of how the run ended; `unit` names what was killed
-/// (`container`, `Job`).
+/// Prints the result (`--json`: [`Finished::to_json`], with `egress` replaced when the caller
+/// gives its own, as a cluster run does) and returns the exit code of how the run ended;
+/// `unit` names what was killed (`container`, `Job`).
 pub(crate) fn report(
-    result: &RunResult,
-    params: &[(String, agentguard_policy::Value)],
-    egress: Value,
+    finished: &Finished,
+    egress: Option<Value>,
     json: bool,
     unit: &str,
 ) -> anyhow::Result<u8> {
+    let result = &finished.result;
     if json {
-        let value = json!({
-            "command": result.command,
-            "params": agentguard_audit::params_json(params),
-            "status": result.status.as_str(),
-            "exit_code": result.exit_code,
-            "stdout": String::from_utf8_lossy(&result.stdout),
-            "stderr": String::from_utf8_lossy(&result.stderr),
-            "truncated": result.truncated,
-            "duration_ms": result.duration.as_millis() as u64,
-            "container": result.container,
-            "egress": egress,
-        });
+        let mut value = finished.to_json();
+        if let Some(egress) = egress {
+            value["egress"] = egress;
+        }
         output::write_lines([value.to_string()])?;
     }
     let code = match result.status {

@@ -59,7 +59,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let outcome = crate::signal::runtime()?.block_on(async {
         let mut shutdown = Shutdown::install()?;
         let stop = tokio::select! {
-            result = sandbox.run_with_options(&invocation, &identity, options) => return anyhow::Ok(Ok(result)),
+            result = sandbox.run(&invocation, &identity, options) => return anyhow::Ok(Ok(result)),
             stop = shutdown.recv() => stop,
         };
         // The run's future is dropped: its proxy is stopped and its folder removed.
@@ -88,10 +88,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
             )
             .into())
         }
-        Ok(Ok(finished)) => finished_report(&finished, invocation.params(), args),
-        Ok(Err(SandboxError::Failed(finished))) => {
-            finished_report(&finished, invocation.params(), args)
-        }
+        Ok(Ok(finished)) => finished_report(&finished, args),
+        Ok(Err(SandboxError::Failed(finished))) => finished_report(&finished, args),
         Ok(Err(other)) => Err(context(other)),
     }
 }
@@ -142,22 +140,13 @@ fn observe_end(egress: &agentguard_sandbox::EgressCounts) -> String {
     )
 }
 
-fn finished_report(
-    finished: &Finished,
-    params: &[(String, agentguard_policy::Value)],
-    args: &RunArgs,
-) -> anyhow::Result<u8> {
-    let json = args.json;
+fn finished_report(finished: &Finished, args: &RunArgs) -> anyhow::Result<u8> {
     // A `network = "none"` run has no proxy: nothing allowed, nothing refused.
     let egress = finished.egress.clone().unwrap_or_default();
-    let code = crate::ended::report(
-        &finished.result,
-        params,
-        egress.to_json(),
-        json,
-        "container",
-    );
-    if !json && let Some(line) = egress.refused_line() {
+    let code = crate::ended::report(finished, None, args.json, "container");
+    if !args.json
+        && let Some(line) = egress.refused_line()
+    {
         crate::output::note(&line);
     }
     if args.observe {

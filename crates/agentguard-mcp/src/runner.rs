@@ -45,7 +45,11 @@ impl Runner for Sandbox {
         meter: &'a OutputMeter,
     ) -> RunFuture<'a, Result<Finished, Outcome>> {
         Box::pin(async move {
-            match self.run_metered(invocation, identity, Some(meter)).await {
+            let options = agentguard_sandbox::RunOptions {
+                meter: Some(meter),
+                ..Default::default()
+            };
+            match Sandbox::run(self, invocation, identity, options).await {
                 Ok(finished) => Ok(finished),
                 Err(SandboxError::Failed(finished)) => Ok(*finished),
                 Err(error) => Err(result::run_error(invocation.command(), &error)),

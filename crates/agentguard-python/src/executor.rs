@@ -107,8 +107,8 @@ impl Executor {
         crate::this_process(py)?;
         let invocation = self.invocation(py, name, params)?;
         match self.await_run(py, name, &invocation, cancel, observe)? {
-            Ok(finished) => Ok((result(py, &finished, &invocation)?, false)),
-            Err(SandboxError::Failed(finished)) => Ok((result(py, &finished, &invocation)?, true)),
+            Ok(finished) => Ok((result(py, &finished)?, false)),
+            Err(SandboxError::Failed(finished)) => Ok((result(py, &finished)?, true)),
             Err(e) => Err(errors::run(py, &e)),
         }
     }
@@ -176,9 +176,7 @@ impl Executor {
                         observe,
                         ..RunOptions::default()
                     };
-                    let run = self
-                        .sandbox
-                        .run_with_options(invocation, &identity, options);
+                    let run = self.sandbox.run(invocation, &identity, options);
                     tokio::pin!(run);
                     let mut poll = tokio::time::interval(SIGNAL_POLL);
                     loop {
@@ -245,11 +243,7 @@ fn stop_requested(token: Option<&AtomicBool>) -> Option<Stop> {
 }
 
 /// The result's fields for the Python `RunResult` (output lossily decoded, as `run --json`).
-fn result<'py>(
-    py: Python<'py>,
-    finished: &Finished,
-    invocation: &Invocation,
-) -> PyResult<Bound<'py, PyDict>> {
+fn result<'py>(py: Python<'py>, finished: &Finished) -> PyResult<Bound<'py, PyDict>> {
     let r = &finished.result;
     let out = PyDict::new(py);
     out.set_item("command", &r.command)?;
@@ -267,7 +261,7 @@ fn result<'py>(
         .as_ref()
         .map(|counts| counts.to_json().to_string());
     out.set_item("egress", egress)?;
-    let params = agentguard_audit::params_json(invocation.params()).to_string();
+    let params = agentguard_audit::params_json(&finished.params).to_string();
     out.set_item("params", params)?;
     Ok(out)
 }

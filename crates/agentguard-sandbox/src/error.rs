@@ -100,12 +100,19 @@ impl Error {
 pub(crate) fn finish(
     outcome: Result<RunResult, RunError>,
     egress: Option<EgressCounts>,
+    invocation: &agentguard_policy::Invocation,
 ) -> Result<Finished> {
+    let params = invocation.params().to_vec();
     match outcome {
-        Ok(result) => Ok(Finished { result, egress }),
+        Ok(result) => Ok(Finished {
+            result,
+            egress,
+            params,
+        }),
         Err(RunError::Failed(result)) => Err(Error::Failed(Box::new(Finished {
             result: *result,
             egress,
+            params,
         }))),
         Err(e) => Err(Error::Run(e)),
     }

@@ -178,40 +178,12 @@ impl Sandbox {
         }
     }
 
-    /// Runs a checked invocation (see [`Sandbox::run_with`]).
-    pub async fn run(&self, invocation: &Invocation) -> Result<Finished> {
-        self.run_with(invocation, &self.identity()).await
-    }
-
-    /// Runs a checked invocation as the container `identity.name`; for an egress command,
-    /// with its own proxy for exactly as long as the run. Dropping the future (on a signal)
-    /// stops the proxy and removes the run folder; the caller then kills the container by
-    /// name.
-    pub async fn run_with(
-        &self,
-        invocation: &Invocation,
-        identity: &RunIdentity,
-    ) -> Result<Finished> {
-        self.run_metered(invocation, identity, None).await
-    }
-
-    /// [`Sandbox::run_with`], counting the output as it arrives in `meter` (progress reports).
-    pub async fn run_metered(
-        &self,
-        invocation: &Invocation,
-        identity: &RunIdentity,
-        meter: Option<&OutputMeter>,
-    ) -> Result<Finished> {
-        let options = RunOptions {
-            meter,
-            ..RunOptions::default()
-        };
-        self.run_with_options(invocation, identity, options).await
-    }
-
-    /// The one entry every run takes: [`Sandbox::run_with`] with `options` (a meter for
-    /// progress, an observe run).
-    pub async fn run_with_options(
+    /// The one entry every run takes (the CLI, MCP and Python): runs a checked invocation as
+    /// the container `identity.name`, with `options` (a meter for progress, an observe run);
+    /// for an egress command, with its own proxy for exactly as long as the run. Dropping the
+    /// future (on a signal) stops the proxy and removes the run folder; the caller then kills
+    /// the container by name.
+    pub async fn run(
         &self,
         invocation: &Invocation,
         identity: &RunIdentity,
@@ -248,7 +220,7 @@ impl Sandbox {
                 return self.run_egress(invocation, identity, plan, options).await;
             }
         };
-        finish(outcome, None)
+        finish(outcome, None, invocation)
     }
 
     /// True when a run of `invocation` masks hidden paths.
@@ -321,7 +293,7 @@ impl Sandbox {
         if let Err(e) = sink.flush(true) {
             return Err(Error::Run(RunError::Audit(e)));
         }
-        finish(outcome, Some(counts))
+        finish(outcome, Some(counts), invocation)
     }
 
     /// Kills the container `name` and removes it (see [`ContainerExecutor::kill_by_name`]).

@@ -13,7 +13,7 @@ use agentguard_audit::{AuditSink, Decision, Kind, MemorySink};
 use agentguard_container::{ContainerSpec, Engine};
 use agentguard_policy::{TargetPolicy, parse_cidr};
 use agentguard_sandbox::relay::RelayProgram;
-use agentguard_sandbox::{EgressCounts, Error, Network, Sandbox, SandboxBuilder};
+use agentguard_sandbox::{EgressCounts, Error, Network, RunOptions, Sandbox, SandboxBuilder};
 use agentguard_test_support::{FakeDns, FakeEngine, TestCa, TlsUpstream, free_port};
 
 const UPSTREAM: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
@@ -95,7 +95,11 @@ async fn an_allowed_host_answers_through_the_relay_and_the_run_counts_it() {
     let sandbox = world.sandbox("good.example.test").build().unwrap();
     let identity = sandbox.identity();
     let finished = sandbox
-        .run_with(&sandbox.invoke("fetch", &[]).unwrap(), &identity)
+        .run(
+            &sandbox.invoke("fetch", &[]).unwrap(),
+            &identity,
+            RunOptions::default(),
+        )
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&finished.result.stdout);
@@ -133,7 +137,11 @@ async fn a_host_off_the_allowlist_gets_403_and_is_counted_as_denied() {
     let world = World::start().await;
     let sandbox = world.sandbox("evil.example.test").build().unwrap();
     let finished = sandbox
-        .run(&sandbox.invoke("fetch", &[]).unwrap())
+        .run(
+            &sandbox.invoke("fetch", &[]).unwrap(),
+            &sandbox.identity(),
+            RunOptions::default(),
+        )
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&finished.result.stdout);
@@ -166,7 +174,11 @@ async fn a_network_none_command_runs_without_relay_or_proxy() {
     let sandbox = world.sandbox("good.example.test").build().unwrap();
     assert_eq!(sandbox.network_of("offline"), Some(Network::None));
     let finished = sandbox
-        .run(&sandbox.invoke("offline", &[]).unwrap())
+        .run(
+            &sandbox.invoke("offline", &[]).unwrap(),
+            &sandbox.identity(),
+            RunOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(finished.egress, None);
@@ -211,7 +223,11 @@ async fn a_runs_folder_others_can_enter_refuses_the_run_before_the_engine() {
         .build()
         .unwrap();
     let error = sandbox
-        .run(&sandbox.invoke("fetch", &[]).unwrap())
+        .run(
+            &sandbox.invoke("fetch", &[]).unwrap(),
+            &sandbox.identity(),
+            RunOptions::default(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(error, Error::RunsDirUnsafe { .. }), "{error}");
@@ -233,7 +249,11 @@ async fn a_socket_that_cannot_be_created_refuses_the_run_before_the_engine() {
         .build()
         .unwrap();
     let error = sandbox
-        .run(&sandbox.invoke("fetch", &[]).unwrap())
+        .run(
+            &sandbox.invoke("fetch", &[]).unwrap(),
+            &sandbox.identity(),
+            RunOptions::default(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(error, Error::Proxy(_)), "{error}");
