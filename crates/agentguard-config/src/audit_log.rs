@@ -9,17 +9,17 @@ use std::path::Path;
 
 use agentguard_audit::{AuditLog, Durability, Key, LogOptions};
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, KeyError};
 
 /// The HMAC key in the environment variable `var`, named by `flag` in errors.
 pub fn key_from_env(flag: &str, var: Option<&str>) -> Result<Option<Key>, ConfigError> {
     let Some(var) = var else { return Ok(None) };
     let value = std::env::var_os(var)
         .filter(|v| !v.is_empty())
-        .ok_or_else(|| ConfigError::Invalid(format!("{flag} {var}: the environment variable {var} is not set or empty; export the log's HMAC key in it")))?;
+        .ok_or_else(|| ConfigError::Invalid(KeyError::new(format!("{flag} {var}"), format!("the environment variable {var} is not set or empty; export the log's HMAC key in it"))))?;
     Key::new(value.into_encoded_bytes())
         .map(Some)
-        .map_err(|e| ConfigError::Invalid(format!("{flag} {var}: {e}")))
+        .map_err(|e| ConfigError::Invalid(KeyError::new(format!("{flag} {var}"), e.to_string())))
 }
 
 /// Opens (or creates) the log at `path` with `durability`, signed with the key in

@@ -17,6 +17,7 @@ use anyhow::Context;
 use serde::Deserialize;
 
 use crate::commands::CommandEntry;
+use crate::error::KeyError;
 
 /// Overrides the built-in relay with a relay program file.
 pub const RELAY_ENV: &str = "AGENTGUARD_RELAY";
@@ -107,9 +108,10 @@ impl Commands {
         commands: &BTreeMap<String, CommandEntry>,
         egress: Option<EgressTable>,
         routes: super::Routes,
-    ) -> Result<Commands, String> {
-        let parse =
-            |key: &str, value: &str| Network::parse(value).map_err(|e| format!("{key}: {e}"));
+    ) -> Result<Commands, KeyError> {
+        let parse = |key: &str, value: &str| {
+            Network::parse(value).map_err(|e| KeyError::new(key, e.to_string()))
+        };
         let mut out = Commands {
             network: network.map_or(Ok(Network::None), |n| parse("network", n))?,
             egress: egress.unwrap_or_default(),
@@ -125,12 +127,13 @@ impl Commands {
         check_ports("[egress] allow_ports", out.egress.allow_ports.as_deref())?;
         check_patterns("[egress] allow", &out.egress.allow)?;
         for cidr in &out.egress.allow_cidrs {
-            let net = parse_cidr(cidr).map_err(|e| format!("[egress] allow_cidrs: {e}"))?;
+            let net = parse_cidr(cidr)
+                .map_err(|e| KeyError::new("[egress] allow_cidrs", e.to_string()))?;
             out.cidrs.push(net);
         }
         for server in &out.egress.nameservers {
             let addr = DnsResolver::parse_nameserver(server)
-                .map_err(|e| format!("[egress] nameservers: {e}"))?;
+                .map_err(|e| KeyError::new("[egress] nameservers", e.to_string()))?;
             out.nameservers.push(addr);
         }
         out.policy = out.typed_policy("[egress] allow", &out.egress.allow)?;
@@ -154,9 +157,12 @@ impl Commands {
             if let Some(routes) = &table.routes {
                 for route in routes {
                     if !out.routes.has(route) {
-                        return Err(format!(
-                            "commands.{name}.routes: no route named {route:?}; define [routes.{route}] (defined: {})",
-                            out.routes.names()
+                        return Err(KeyError::new(
+                            format!("commands.{name}.routes"),
+                            format!(
+                                "no route named {route:?}; define [routes.{route}] (defined: {})",
+                                out.routes.names()
+                            ),
                         ));
                     }
                 }
@@ -167,7 +173,7 @@ impl Commands {
     }
 
     /// `hosts` with the shared ports and ranges as one policy; `None` for no host.
-    fn typed_policy(&self, key: &str, hosts: &[String]) -> Result<Option<TargetPolicy>, String> {
+    fn typed_policy(&self, key: &str, hosts: &[String]) -> Result<Option<TargetPolicy>, KeyError> {
         if hosts.is_empty() {
             return Ok(None);
         }
@@ -181,7 +187,10 @@ impl Commands {
         for net in &self.cidrs {
             builder = builder.allow_cidr(*net);
         }
-        builder.build().map(Some).map_err(|e| format!("{key}: {e}"))
+        builder
+            .build()
+            .map(Some)
+            .map_err(|e| KeyError::new(key, e.to_string()))
     }
 
     /// The typed policy of egress command `name` (its own, or the shared one).
@@ -315,7 +324,7 @@ pub(crate) fn commands(
     file: &mut super::File,
     on_cluster: bool,
     resolve: impl Fn(&Path) -> PathBuf,
-) -> Result<Commands, String> {
+) -> Result<Commands, KeyError> {
     let routes = super::Routes::from_file(
         std::mem::take(&mut file.secrets),
         std::mem::take(&mut file.routes),
@@ -332,10 +341,11 @@ pub(crate) fn commands(
 }
 
 /// Refuses `KEY = []`: an empty port list would otherwise mean the default, 443.
-pub fn check_ports(key: &str, ports: Option<&[u16]>) -> Result<(), String> {
+pub fn check_ports(key: &str, ports: Option<&[u16]>) -> Result<(), KeyError> {
     match ports {
-        Some([]) => Err(format!(
-            "{key} = []: an empty list allows no port; name at least one (for example [443]) or remove the key for the default, 443"
+        Some([]) => Err(KeyError::new(
+            key,
+            "[] (an empty list) allows no port; name at least one (for example [443]) or remove the key for the default, 443",
         )),
         _ => Ok(()),
     }
@@ -343,9 +353,10 @@ pub fn check_ports(key: &str, ports: Option<&[u16]>) -> Result<(), String> {
 
 /// Checks each host pattern of `key` at load, so a bad one is refused before anything starts
 /// on any target (a local engine or a cluster).
-fn check_patterns(key: &str, patterns: &[String]) -> Result<(), String> {
+fn check_patterns(key: &str, patterns: &[String]) -> Result<(), KeyError> {
     for pattern in patterns {
-        agentguard_policy::HostPattern::parse(pattern).map_err(|e| format!("{key}: {e}"))?;
+        agentguard_policy::HostPattern::parse(pattern)
+            .map_err(|e| KeyError::new(key, e.to_string()))?;
     }
     Ok(())
 }

@@ -31,9 +31,18 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    /// A combination of keys is not accepted.
+    /// A value, or a combination of values, is not accepted at one key.
+    #[error("{path}: {error}", path = path.display())]
+    Key {
+        /// The file (or the name of the caller, such as `ContainerExecutor`).
+        path: PathBuf,
+        /// The key and what is wrong with it.
+        error: KeyError,
+    },
+    /// A combination of keys is not accepted, found after the file was loaded (a route's
+    /// secret read at run time, a cluster grant).
     #[error("{0}")]
-    Invalid(String),
+    Invalid(KeyError),
     /// The container crate refused a value (its error names the field and the value).
     #[error("in {path}", path = path.display())]
     Spec {
@@ -43,4 +52,26 @@ pub enum ConfigError {
         #[source]
         source: agentguard_container::Error,
     },
+}
+
+/// What is wrong at one key of a configuration, and what to do: the key path as written in
+/// the file (`commands.install.egress_allow`, `[egress] allow_ports`, `routes.gh.env`) and
+/// the message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct KeyError {
+    /// The key path.
+    pub key: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl KeyError {
+    /// The error `message` at `key`.
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> KeyError {
+        KeyError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
 }

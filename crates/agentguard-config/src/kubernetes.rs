@@ -4,6 +4,8 @@
 
 use serde::Deserialize;
 
+use crate::error::KeyError;
+
 /// The engine word that selects Kubernetes.
 pub(crate) const ENGINE: &str = "kubernetes";
 
@@ -34,22 +36,24 @@ pub struct KubernetesConfig {
 pub(crate) fn from_file(
     on_cluster: bool,
     table: Option<KubernetesTable>,
-) -> Result<Option<KubernetesConfig>, String> {
+) -> Result<Option<KubernetesConfig>, KeyError> {
     match (on_cluster, table) {
         (true, Some(table)) => table.check().map(Some),
-        (true, None) => Err(
-            "engine = \"kubernetes\" needs a [kubernetes] table with at least `namespace`".into(),
-        ),
-        (false, Some(_)) => Err(
-            "a [kubernetes] table is only read with engine = \"kubernetes\"; set it or remove the table".into(),
-        ),
+        (true, None) => Err(KeyError::new(
+            "kubernetes",
+            "engine = \"kubernetes\" needs a [kubernetes] table with at least `namespace`",
+        )),
+        (false, Some(_)) => Err(KeyError::new(
+            "kubernetes",
+            "a [kubernetes] table is only read with engine = \"kubernetes\"; set it or remove the table",
+        )),
         (false, None) => Ok(None),
     }
 }
 
 impl KubernetesTable {
     /// Checks the names and the weakenings named.
-    pub(crate) fn check(self) -> Result<KubernetesConfig, String> {
+    pub(crate) fn check(self) -> Result<KubernetesConfig, KeyError> {
         let settings = agentguard_k8s::K8sSettings {
             namespace: self.namespace,
             context: self.context,
@@ -57,7 +61,9 @@ impl KubernetesTable {
             workspace_claim: self.workspace_claim,
             proxy_image: self.proxy_image,
         };
-        settings.validate().map_err(|e| e.to_string())?;
+        settings
+            .validate()
+            .map_err(|e| KeyError::new("kubernetes", e.to_string()))?;
         let mut accept = Vec::new();
         for name in &self.accept_weakened {
             let known = agentguard_k8s::Weakened::ALL
@@ -70,9 +76,12 @@ impl KubernetesTable {
                         .iter()
                         .map(|w| w.name())
                         .collect();
-                    return Err(format!(
-                        "kubernetes.accept_weakened: {name:?} is not a weakening; the ones Kubernetes forces are {}",
-                        names.join(", ")
+                    return Err(KeyError::new(
+                        "kubernetes.accept_weakened",
+                        format!(
+                            "{name:?} is not a weakening; the ones Kubernetes forces are {}",
+                            names.join(", ")
+                        ),
                     ));
                 }
             }
@@ -86,14 +95,19 @@ impl KubernetesTable {
 
 /// The top-level `accept_weakened`: on a local engine only `limits`; on a cluster, none (its
 /// own list is `[kubernetes] accept_weakened`).
-pub(crate) fn check_weakened(accepted: &[String], on_cluster: bool) -> Result<(), String> {
+pub(crate) fn check_weakened(accepted: &[String], on_cluster: bool) -> Result<(), KeyError> {
+    let key = "accept_weakened";
     match accepted.iter().find(|w| *w != "limits" || on_cluster) {
         None => Ok(()),
-        Some(_) if on_cluster => {
-            Err("accept_weakened: on Kubernetes, write it in the [kubernetes] table".into())
-        }
-        Some(other) => Err(format!(
-            "accept_weakened: {other:?} is not a weakening a local engine may have; the only one is \"limits\" (a rootless engine that would apply no memory, cpus or pids limit)"
+        Some(_) if on_cluster => Err(KeyError::new(
+            key,
+            "on Kubernetes, write it in the [kubernetes] table",
+        )),
+        Some(other) => Err(KeyError::new(
+            key,
+            format!(
+                "{other:?} is not a weakening a local engine may have; the only one is \"limits\" (a rootless engine that would apply no memory, cpus or pids limit)"
+            ),
         )),
     }
 }

@@ -22,6 +22,7 @@ mod egress;
 mod error;
 mod kubernetes;
 mod params;
+mod route_env;
 mod routes;
 mod target;
 mod workspace;
@@ -32,7 +33,7 @@ pub use commands::{CommandEntry, CommandTable};
 pub use egress::{
     Commands, EgressTable, FetchTable, RELAY_ENV, RUN_DIR_ENV, check_ports, policy_from, runs_dir,
 };
-pub use error::ConfigError;
+pub use error::{ConfigError, KeyError};
 pub use kubernetes::KubernetesConfig;
 pub use routes::{RouteTable, Routes, SecretCheck, SecretSource};
 
@@ -160,8 +161,11 @@ impl RunConfig {
     /// through kubectl, never through the local engine the spec names.
     pub fn local_only(&self, what: &str) -> anyhow::Result<()> {
         if self.cluster().is_some() {
-            return Err(ConfigError::Invalid(format!(
-                "engine = \"kubernetes\": {what} does not serve a cluster yet; `agentguard run` and `agentguard mcp` run commands there and `agentguard k8s manifests` prints what a run would apply. Nothing was started."
+            return Err(ConfigError::Invalid(KeyError::new(
+                "engine",
+                format!(
+                    "\"kubernetes\": {what} does not serve a cluster yet; `agentguard run` and `agentguard mcp` run commands there and `agentguard k8s manifests` prints what a run would apply. Nothing was started."
+                ),
             ))
             .into());
         }
@@ -248,9 +252,9 @@ fn from_file(mut file: File, path: &Path, base: &Path) -> anyhow::Result<RunConf
         path: path.to_owned(),
         source,
     };
-    let parse_error = |message: String| ConfigError::Parse {
+    let parse_error = |error: KeyError| ConfigError::Key {
         path: path.to_owned(),
-        message,
+        error,
     };
     let on_cluster = file.engine.as_deref() == Some(kubernetes::ENGINE);
     let kubernetes = kubernetes::check_weakened(&file.accept_weakened, on_cluster)
@@ -275,9 +279,10 @@ fn from_file(mut file: File, path: &Path, base: &Path) -> anyhow::Result<RunConf
         builder = builder.engine(engine);
     }
     if file.workspace.as_deref() == Some(Path::new("")) {
-        return Err(parse_error(
-            "workspace = \"\" names no folder (it would mount the config's own folder); name the workspace folder, or remove the key for no workspace".into(),
-        )
+        return Err(parse_error(KeyError::new(
+            "workspace",
+            "\"\" names no folder (it would mount the config's own folder); name the workspace folder, or remove the key for no workspace",
+        ))
         .into());
     }
     let workspace = file.workspace.as_deref().map(resolve);

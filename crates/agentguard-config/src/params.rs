@@ -5,6 +5,8 @@
 use agentguard_policy::{Arg, ParamSpec};
 use serde::Deserialize;
 
+use crate::error::KeyError;
+
 /// One param table; which keys a type takes is the policy crate's rule.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,7 +64,7 @@ pub(crate) fn check_paths(
     spec: &agentguard_container::ContainerSpec,
     has_workspace: bool,
     on_cluster: bool,
-) -> Result<(), String> {
+) -> Result<(), KeyError> {
     for command in spec.commands().commands() {
         for (name, param) in command.params() {
             let agentguard_policy::ParamType::Path(rule) = &param.ty else {
@@ -70,13 +72,15 @@ pub(crate) fn check_paths(
             };
             let key = format!("commands.{}.params.{name}", command.name());
             if !has_workspace {
-                return Err(format!(
-                    "{key}: a path param names a file of the workspace, and no workspace is mounted; set `workspace` (or [kubernetes] workspace_claim)"
+                return Err(KeyError::new(
+                    key,
+                    "a path param names a file of the workspace, and no workspace is mounted; set `workspace` (or [kubernetes] workspace_claim)",
                 ));
             }
             if on_cluster && rule.host_checked() {
-                return Err(format!(
-                    "{key}: must_exist and kind are checked on this host, and a cluster's workspace is not here; remove them (the command itself sees a missing file)"
+                return Err(KeyError::new(
+                    key,
+                    "must_exist and kind are checked on this host, and a cluster's workspace is not here; remove them (the command itself sees a missing file)",
                 ));
             }
         }

@@ -7,10 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use agentguard_container::PROXY_VARIABLES;
 use agentguard_egress::{Credential, Route, Secret};
 use agentguard_policy::parse_cidr;
 use serde::{Deserialize, Serialize};
+
+use crate::error::KeyError;
+use crate::route_env::check_variable;
 
 /// One `[secrets]` entry: `{ env = "VAR" }`, `{ file = "path" }`, or on a cluster
 /// `{ k8s_secret = "NAME/KEY" }`.
@@ -70,7 +72,7 @@ impl Routes {
         routes: BTreeMap<String, RouteTable>,
         environment: &BTreeMap<String, String>,
         resolve: impl Fn(&Path) -> PathBuf,
-    ) -> Result<Routes, String> {
+    ) -> Result<Routes, KeyError> {
         let mut out = Routes::default();
         for (name, mut source) in secrets {
             match (&source.env, &source.file, &source.k8s_secret) {
@@ -78,11 +80,12 @@ impl Routes {
                 (None, Some(file), None) => source.file = Some(resolve(file)),
                 (None, None, Some(reference)) => {
                     split_reference(reference)
-                        .map_err(|why| format!("secrets.{name}.k8s_secret: {why}"))?;
+                        .map_err(|why| KeyError::new(format!("secrets.{name}.k8s_secret"), why))?;
                 }
                 _ => {
-                    return Err(format!(
-                        "secrets.{name}: give exactly one of `env = \"VARIABLE\"`, `file = \"PATH\"` or (on Kubernetes) `k8s_secret = \"NAME/KEY\"`"
+                    return Err(KeyError::new(
+                        format!("secrets.{name}"),
+                        "give exactly one of `env = \"VARIABLE\"`, `file = \"PATH\"` or (on Kubernetes) `k8s_secret = \"NAME/KEY\"`",
                     ));
                 }
             }
@@ -92,23 +95,24 @@ impl Routes {
         for (name, mut route) in routes {
             let key = |k: &str| format!("routes.{name}.{k}");
             if !out.secrets.contains_key(&route.secret) {
-                return Err(format!(
-                    "{}: no secret named {:?}; add it to [secrets] (for example {} = {{ env = \"TOKEN\" }})",
+                return Err(KeyError::new(
                     key("secret"),
-                    route.secret,
-                    route.secret
+                    format!(
+                        "no secret named {:?}; add it to [secrets] (for example {} = {{ env = \"TOKEN\" }})",
+                        route.secret, route.secret
+                    ),
                 ));
             }
-            credential(&route).map_err(|m| format!("routes.{name}: {m}"))?;
+            credential(&route).map_err(|m| KeyError::new(format!("routes.{name}"), m))?;
             for cidr in &route.allow_cidrs {
-                parse_cidr(cidr).map_err(|e| format!("{}: {e}", key("allow_cidrs")))?;
+                parse_cidr(cidr).map_err(|e| KeyError::new(key("allow_cidrs"), e.to_string()))?;
             }
             if let Some(var) = &route.env {
-                check_variable(var, environment).map_err(|m| format!("{}: {m}", key("env")))?;
+                check_variable(var, environment).map_err(|m| KeyError::new(key("env"), m))?;
                 if !variables.insert(var.clone()) {
-                    return Err(format!(
-                        "{}: {var} is the variable of another route",
-                        key("env")
+                    return Err(KeyError::new(
+                        key("env"),
+                        format!("{var} is the variable of another route"),
                     ));
                 }
             }
@@ -143,15 +147,19 @@ impl Routes {
 
     /// Builds the routes named in `wanted` with their secrets read now: `(route, env)`.
     /// A missing secret or a bad value refuses them all, naming the source, never a value.
-    pub fn build(&self, wanted: &BTreeSet<String>) -> Result<Vec<(Route, Option<String>)>, String> {
+    pub fn build(
+        &self,
+        wanted: &BTreeSet<String>,
+    ) -> Result<Vec<(Route, Option<String>)>, KeyError> {
         let mut out = Vec::new();
         for name in wanted {
             let Some(table) = self.routes.get(name) else {
                 continue;
             };
             let secret = self.read_secret(&table.secret)?;
-            let mut builder = Route::builder(name, &table.upstream, secret)
-                .credential(credential(table).map_err(|m| format!("routes.{name}: {m}"))?);
+            let mut builder = Route::builder(name, &table.upstream, secret).credential(
+                credential(table).map_err(|m| KeyError::new(format!("routes.{name}"), m))?,
+            );
             for method in &table.methods {
                 builder = builder.method(method);
             }
@@ -159,17 +167,23 @@ impl Routes {
                 builder = builder.path(path);
             }
             for cidr in &table.allow_cidrs {
-                let net =
-                    parse_cidr(cidr).map_err(|e| format!("routes.{name}.allow_cidrs: {e}"))?;
+                let net = parse_cidr(cidr).map_err(|e| {
+                    KeyError::new(format!("routes.{name}.allow_cidrs"), e.to_string())
+                })?;
                 builder = builder.allow_cidr(net);
             }
             if let Some(file) = &table.ca_file {
                 let pem = std::fs::read(file).map_err(|e| {
-                    format!("routes.{name}.ca_file: cannot read {}: {e}", file.display())
+                    KeyError::new(
+                        format!("routes.{name}.ca_file"),
+                        format!("cannot read {}: {e}", file.display()),
+                    )
                 })?;
                 builder = builder.ca_pem(pem);
             }
-            let route = builder.build().map_err(|e| e.to_string())?;
+            let route = builder
+                .build()
+                .map_err(|e| KeyError::new(format!("routes.{name}"), e.to_string()))?;
             out.push((route, table.env.clone()));
         }
         Ok(out)
@@ -181,14 +195,19 @@ impl Routes {
         self.secrets
             .iter()
             .map(|(name, source)| {
-                let problem = self.read_secret(name).err();
+                let problem = self.read_secret_text(name).err();
                 (name.clone(), describe(source), problem)
             })
             .collect()
     }
 
     /// The secret `name`, read from its source now.
-    fn read_secret(&self, name: &str) -> Result<Secret, String> {
+    fn read_secret(&self, name: &str) -> Result<Secret, KeyError> {
+        self.read_secret_text(name)
+            .map_err(|message| KeyError::new(format!("secrets.{name}"), message))
+    }
+
+    fn read_secret_text(&self, name: &str) -> Result<Secret, String> {
         let source = self
             .secrets
             .get(name)
@@ -282,70 +301,6 @@ pub(crate) fn credential(route: &RouteTable) -> Result<Credential, String> {
             "give `header` and `value` (value holds {secret}), or `scheme = \"basic\"` and `user`, not both".into(),
         ),
     }
-}
-
-/// Variables the dynamic loader, a shell or a language runtime reads as paths, code or
-/// options: a route's URL in one of them would change how the command itself runs.
-const INTERPRETED: &[&str] = &[
-    "PATH",
-    "HOME",
-    "SHELL",
-    "ENV",
-    "BASH_ENV",
-    "IFS",
-    "CDPATH",
-    "PS4",
-    "TMPDIR",
-    "GCONV_PATH",
-    "NODE_OPTIONS",
-    "NODE_PATH",
-    "RUBYOPT",
-    "RUBYLIB",
-    "PERL5OPT",
-    "PERL5LIB",
-    "PERLLIB",
-    "JAVA_TOOL_OPTIONS",
-    "_JAVA_OPTIONS",
-    "JDK_JAVA_OPTIONS",
-    "CLASSPATH",
-    "GLIBC_TUNABLES",
-];
-
-/// Prefixes of such variables (`LD_PRELOAD`, `PYTHONPATH`, `DYLD_INSERT_LIBRARIES`, ...).
-const INTERPRETED_PREFIXES: &[&str] = &["LD_", "PYTHON", "DYLD_", "MALLOC_", "BASH_FUNC_"];
-
-/// A route's `env`: a variable name that neither `[environment]` nor the proxy uses, and that
-/// nothing interprets as more than a URL.
-fn check_variable(var: &str, environment: &BTreeMap<String, String>) -> Result<(), String> {
-    let upper = var.to_ascii_uppercase();
-    if INTERPRETED.contains(&upper.as_str())
-        || INTERPRETED_PREFIXES.iter().any(|p| upper.starts_with(p))
-    {
-        return Err(format!(
-            "{var} is read by the loader, a shell or a language runtime; name a variable of your own (for example GH_API_URL)"
-        ));
-    }
-    let valid = var
-        .bytes()
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if !valid {
-        return Err(format!(
-            "{var:?} is not a variable name (letters, digits and `_`, not first a digit)"
-        ));
-    }
-    if PROXY_VARIABLES.iter().any(|p| p.eq_ignore_ascii_case(var)) {
-        return Err(format!(
-            "{var} is a proxy variable, which agentguard sets itself"
-        ));
-    }
-    if environment.contains_key(var) {
-        return Err(format!(
-            "{var} is also set in [environment]; the route's URL would replace it"
-        ));
-    }
-    Ok(())
 }
 
 /// The longest Secret name Kubernetes accepts (a DNS subdomain) and the longest key.

@@ -7,7 +7,7 @@ use std::path::Path;
 use agentguard_container::ContainerSpec;
 
 use crate::egress::Commands;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, KeyError};
 
 /// What only one kind of target refuses: `[egress] nameservers` on a cluster (its proxy pod
 /// resolves through kube-dns, the only DNS its NetworkPolicy allows), and on this machine more
@@ -19,17 +19,23 @@ pub(crate) fn check(
     path: &Path,
 ) -> Result<(), ConfigError> {
     if on_cluster && commands.has_nameservers() {
-        return Err(ConfigError::Parse {
+        return Err(ConfigError::Key {
             path: path.to_owned(),
-            message: "[egress] nameservers is not used on Kubernetes: the cluster's proxy pod resolves through kube-dns (the only DNS its NetworkPolicy allows); remove the key".into(),
+            error: KeyError::new(
+                "[egress] nameservers",
+                "not used on Kubernetes: the cluster's proxy pod resolves through kube-dns (the only DNS its NetworkPolicy allows); remove the key",
+            ),
         });
     }
     let names: Vec<&String> = spec.command_settings().keys().collect();
     let has_paths = |s: &ContainerSpec| !s.writable().is_empty() || !s.hidden().is_empty();
     if on_cluster && (has_paths(spec) || names.iter().any(|n| has_paths(&spec.for_command(n)))) {
-        return Err(ConfigError::Parse {
+        return Err(ConfigError::Key {
             path: path.to_owned(),
-            message: "`writable` and `hidden` are not used on Kubernetes: the workspace is a claim on the cluster, not a folder here, so agentguard can neither check a writable path for links nor list what a hidden pattern matches; remove them (a subPath mount could make a folder writable, but not checked)".into(),
+            error: KeyError::new(
+                "writable, hidden",
+                "not used on Kubernetes: the workspace is a claim on the cluster, not a folder here, so agentguard can neither check a writable path for links nor list what a hidden pattern matches; remove them (a subPath mount could make a folder writable, but not checked)",
+            ),
         });
     }
     if !on_cluster {

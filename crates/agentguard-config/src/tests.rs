@@ -41,10 +41,42 @@ fn json_paths_are_relative_to_the_base() {
 #[test]
 fn r34_16_an_empty_workspace_and_a_bad_proxy_image_are_refused() {
     let empty = error(r#"{"image": "i", "engine": "docker", "workspace": ""}"#);
-    assert!(empty.contains("workspace = \"\""), "{empty}");
+    assert!(empty.contains("workspace: \"\" names no folder"), "{empty}");
     let proxy = error(
         r#"{"image": "i", "engine": "kubernetes", "kubernetes": {"namespace": "ns", "proxy_image": "x y"}}"#,
     );
     assert!(proxy.contains("kubernetes.proxy_image"), "{proxy}");
     assert!(proxy.contains("' ' is not allowed"), "{proxy}");
+}
+
+/// Issue 35, item 5: a config error is a typed value naming the key, not only a string.
+#[test]
+fn config_errors_name_their_key_as_a_typed_value() {
+    let base = Path::new(".");
+    for (json, want) in [
+        (
+            r#"{"image": "i", "engine": "docker", "workspace": ""}"#,
+            "workspace",
+        ),
+        (
+            r#"{"image": "i", "engine": "docker", "egress": {"allow": ["a.example.test"], "allow_ports": []}}"#,
+            "[egress] allow_ports",
+        ),
+        (
+            r#"{"image": "i", "engine": "docker", "commands": {"t": {"argv": ["true"], "routes": ["gh"]}}}"#,
+            "commands.t.routes",
+        ),
+        (
+            r#"{"image": "i", "engine": "docker", "accept_weakened": ["pids"]}"#,
+            "accept_weakened",
+        ),
+    ] {
+        let err = from_json(json, "ContainerExecutor", base).err().unwrap();
+        let typed = err.downcast_ref::<crate::ConfigError>().unwrap();
+        let crate::ConfigError::Key { error, .. } = typed else {
+            panic!("{json}: not a key error: {typed:?}");
+        };
+        assert_eq!(error.key, want, "{json}: {error}");
+        assert!(!error.message.is_empty());
+    }
 }

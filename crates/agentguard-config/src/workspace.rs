@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use agentguard_container::{ContainerSpecBuilder, UserIds, WorkspaceMode};
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, KeyError};
 
 /// The workspace folder and mode, and the user: a writable workspace stays writable by its
 /// owner (the rw rule wins over `user`); `rw` needs a folder, or a cluster's claim.
@@ -28,9 +28,11 @@ pub(crate) fn mounted(
         }
         (None, WorkspaceMode::ReadWrite) if claim => {}
         (None, WorkspaceMode::ReadWrite) => {
-            return Err(
-                ConfigError::Invalid("workspace_mode = \"rw\" needs a `workspace`".into()).into(),
-            );
+            return Err(ConfigError::Invalid(KeyError::new(
+                "workspace_mode",
+                "\"rw\" needs a `workspace`",
+            ))
+            .into());
         }
         (None, WorkspaceMode::ReadOnly) => {
             if let Some(user) = user {
@@ -47,9 +49,11 @@ fn workspace(path: PathBuf, mode: WorkspaceMode) -> anyhow::Result<(PathBuf, Opt
         .canonicalize()
         .map_err(|source| ConfigError::Workspace { path, source })?;
     if !ws.is_dir() {
-        return Err(
-            ConfigError::Invalid(format!("workspace {} is not a directory", ws.display())).into(),
-        );
+        return Err(ConfigError::Invalid(KeyError::new(
+            "workspace",
+            format!("{} is not a directory", ws.display()),
+        ))
+        .into());
     }
     let owner = match mode {
         WorkspaceMode::ReadWrite => Some(UserIds::for_rw_workspace(&ws)?),

@@ -441,12 +441,12 @@ fn config_bounds_are_checked_at_load_and_name_the_key() {
         (
             &*local,
             &format!("[egress]\nallow = [\"pkgs.example.com\"]\nallow_ports = []\n{egress}"),
-            "[egress] allow_ports = []",
+            "[egress] allow_ports: [] (an empty list) allows no port",
         ),
         (
             &*local,
             "[commands]\nt = [\"true\"]\n[fetch]\nallow = [\"pkgs.example.com\"]\nallow_ports = []\n",
-            "[fetch] allow_ports = []",
+            "[fetch] allow_ports: [] (an empty list) allows no port",
         ),
         (
             &*local,
