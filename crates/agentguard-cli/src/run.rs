@@ -133,10 +133,11 @@ fn observe_end(egress: &agentguard_sandbox::EgressCounts) -> String {
     } else {
         format!(": {}", targets.join(", "))
     };
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     format!(
-        "agentguard: observe: the policy was not enforced for public hosts; {} targets would have been refused ({} requests){list}; `agentguard policy suggest LOG --config FILE` turns the log into config lines",
-        egress.observed_targets.len(),
-        egress.observed
+        "agentguard: observe: the policy was not enforced for public hosts; {} would have been refused ({}){list}; `agentguard policy suggest LOG --config FILE` turns the log into config lines",
+        plural(egress.observed_targets.len() as u64, "target", "targets"),
+        plural(egress.observed, "request", "requests"),
     )
 }
 

@@ -36,7 +36,10 @@ async fn observe_then_suggest_then_write_closes_the_loop() {
             said.contains("observe: THE POLICY IS NOT ENFORCED"),
             "{said}"
         );
-        assert!(said.contains("1 targets would have been refused"), "{said}");
+        assert!(
+            said.contains("1 target would have been refused (1 request)"),
+            "{said}"
+        );
         let value = json(&out);
         assert_eq!(value["egress"]["observed"], 1, "{value}");
         assert_eq!(
