@@ -51,6 +51,8 @@ pub(crate) enum Command {
     /// Learn the policy from audit logs.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Write a starter agentguard.toml, every key commented.
+    Init(InitArgs),
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -264,6 +266,31 @@ pub(crate) struct ClassifyArgs {
     /// Print one JSON object per line instead of tab-separated text.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Template {
+    /// pip install with the network, pytest without it.
+    Pytest,
+    /// npm ci with the network, npm test without it.
+    Npm,
+    /// cargo fetch with the network, cargo test offline.
+    Cargo,
+    /// One read-only command, no network.
+    Generic,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InitArgs {
+    /// The workflow the file is written for.
+    #[arg(long, value_enum, default_value = "generic")]
+    pub(crate) template: Template,
+    /// Where to write it.
+    #[arg(long, env = "AGENTGUARD_CONFIG", default_value = "agentguard.toml")]
+    pub(crate) config: PathBuf,
+    /// Replace a file that exists.
+    #[arg(long)]
+    pub(crate) force: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -13,6 +13,7 @@ mod ended;
 mod exit;
 mod fetch;
 mod gc;
+mod init;
 mod k8s;
 mod learn;
 mod logging;
@@ -44,7 +45,15 @@ fn main() -> ExitCode {
             if output::is_broken_pipe(&err) {
                 return ExitCode::from(exit::SUCCESS);
             }
-            crate::output::note(&format!("agentguard: error: {err:#}"));
+            // A message of several lines (a parse error's file, line and text) prints as
+            // lines, each escaped on its own, never as one line of `\u{a}`.
+            let text = format!("{err:#}");
+            let mut lines = text.lines();
+            let first = lines.next().unwrap_or_default();
+            crate::output::note(&format!("agentguard: error: {first}"));
+            for line in lines {
+                crate::output::note(&format!("  {line}"));
+            }
             ExitCode::from(exit::code_for(&err))
         }
     }
@@ -63,6 +72,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Tools(args) => mcp::tools(&args),
         Command::K8s(command) => k8s::run(&command),
         Command::Policy(args::PolicyCommand::Suggest(args)) => suggest::run(&args),
+        Command::Init(args) => init::run(&args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "agentguard", &mut std::io::stdout());

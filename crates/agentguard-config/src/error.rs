@@ -14,6 +14,12 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// There is no file at `path`.
+    #[error("no config file {path}: pass --config FILE, set AGENTGUARD_CONFIG, or write a starter one with `agentguard init`", path = path.display())]
+    Missing {
+        /// The file looked for.
+        path: PathBuf,
+    },
     /// A key or a value is not accepted; `message` names the key.
     #[error("{path}: {message}", path = path.display())]
     Parse {

@@ -20,6 +20,7 @@ mod cluster_routes;
 mod commands;
 mod egress;
 mod error;
+mod hint;
 mod kubernetes;
 mod params;
 mod route_env;
@@ -185,15 +186,20 @@ pub struct AuditConfig {
 fn parse(text: &str, path: &Path) -> Result<File, ConfigError> {
     toml::from_str(text).map_err(|e| ConfigError::Parse {
         path: path.to_owned(),
-        message: e.to_string().trim_end().to_owned(),
+        message: hint::with_hint(e.to_string().trim_end().to_owned()),
     })
 }
 
 /// The configuration in the file at `path`.
 pub fn load(path: &Path) -> anyhow::Result<RunConfig> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
+    let text = std::fs::read_to_string(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => ConfigError::Missing {
+            path: path.to_owned(),
+        },
+        _ => ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        },
     })?;
     from_text(&text, path)
 }
@@ -232,6 +238,7 @@ pub fn from_json(json: &str, origin: &str, base: &Path) -> anyhow::Result<RunCon
         if let Some(cut) = message.strip_suffix(&position) {
             message = cut.to_owned();
         }
+        let message = hint::with_hint(message);
         ConfigError::Parse {
             path: PathBuf::from(origin),
             message: if key == "." {

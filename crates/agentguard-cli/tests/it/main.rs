@@ -8,6 +8,7 @@ mod egress_run;
 mod exit_codes;
 mod fetch;
 mod hardening;
+mod init;
 mod k8s;
 mod learn;
 mod mcp;
