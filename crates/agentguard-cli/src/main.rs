@@ -2,6 +2,7 @@
 //! every error to a documented exit code in one place (`exit::code_for`).
 
 mod args;
+mod args_learn;
 mod audit;
 mod classify;
 mod cluster;
@@ -73,6 +74,11 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::K8s(command) => k8s::run(&command),
         Command::Policy(args::PolicyCommand::Suggest(args)) => suggest::run(&args),
         Command::Init(args) => init::run(&args),
+        Command::Config(args::ConfigCommand::Schema) => {
+            let schema = serde_json::to_string_pretty(&config::schema())?;
+            output::write_lines([schema])?;
+            Ok(exit::SUCCESS)
+        }
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "agentguard", &mut std::io::stdout());

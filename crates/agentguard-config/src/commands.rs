@@ -26,9 +26,26 @@ pub enum CommandEntry {
     Table(Box<CommandTable>),
 }
 
+impl schemars::JsonSchema for CommandEntry {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CommandEntry".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let table = generator.subschema_for::<CommandTable>();
+        schemars::json_schema!({
+            "description": "A command: its argv (`NAME = [\"prog\", \"arg\"]`), or a table with `argv` and its own keys.",
+            "oneOf": [
+                {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                table
+            ]
+        })
+    }
+}
+
 /// `[commands.NAME]`: the argv, what agents are told, the network keys (`egress.rs`), the
 /// params, and the values the command sets for itself over the top level's.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandTable {
     argv: Vec<String>,

@@ -25,7 +25,7 @@ pub const RELAY_ENV: &str = "AGENTGUARD_RELAY";
 pub const RUN_DIR_ENV: &str = "AGENTGUARD_RUN_DIR";
 
 /// The `[egress]` table.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EgressTable {
     #[serde(default)]
@@ -41,7 +41,7 @@ pub struct EgressTable {
 
 /// The `[fetch]` table: the `fetch` tool of `agentguard mcp`, a DNS-pinned GET with the same
 /// keys as `[egress]` (and `ca_file`, `max_bytes`).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FetchTable {
     /// The allowed hosts or patterns.

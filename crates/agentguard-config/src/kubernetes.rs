@@ -10,7 +10,7 @@ use crate::error::KeyError;
 pub(crate) const ENGINE: &str = "kubernetes";
 
 /// The `[kubernetes]` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct KubernetesTable {
     pub namespace: String,

@@ -39,7 +39,7 @@ pub use kubernetes::KubernetesConfig;
 pub use routes::{RouteTable, Routes, SecretCheck, SecretSource};
 
 /// A number or a string (`cpus = 1`, `cpus = "1.5"`).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub(crate) enum Text {
     Int(i64),
@@ -61,14 +61,14 @@ impl Text {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct AuditTable {
     path: PathBuf,
     key_env: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct File {
     image: String,
@@ -188,6 +188,14 @@ fn parse(text: &str, path: &Path) -> Result<File, ConfigError> {
         path: path.to_owned(),
         message: hint::with_hint(e.to_string().trim_end().to_owned()),
     })
+}
+
+/// The JSON Schema (draft 2020-12) of the config file, derived from the loader's own tables
+/// (so a key the loader reads is a key the schema names): `agentguard config schema`.
+pub fn schema() -> serde_json::Value {
+    let mut schema = schemars::schema_for!(File);
+    schema.insert("title".into(), "agentguard.toml".into());
+    schema.to_value()
 }
 
 /// The configuration in the file at `path`.

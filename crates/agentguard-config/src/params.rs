@@ -8,7 +8,7 @@ use serde::Deserialize;
 use crate::error::KeyError;
 
 /// One param table; which keys a type takes is the policy crate's rule.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ParamTable {
     #[serde(rename = "type")]
@@ -28,7 +28,7 @@ pub(crate) struct ParamTable {
 }
 
 /// A default: a string, or an integer for an `integer` param.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum Default {
     Integer(i64),

@@ -16,7 +16,7 @@ use crate::route_env::check_variable;
 
 /// One `[secrets]` entry: `{ env = "VAR" }`, `{ file = "path" }`, or on a cluster
 /// `{ k8s_secret = "NAME/KEY" }`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SecretSource {
     pub(crate) env: Option<String>,
@@ -28,7 +28,7 @@ pub struct SecretSource {
 }
 
 /// One `[routes.NAME]` table.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RouteTable {
     pub(crate) upstream: String,

@@ -50,6 +50,12 @@ pub(super) fn check(root: &Path, files: &[PathBuf], problems: &mut Vec<String>) 
     compare("docs/egress.md statuses", &rows, &kinds, problems);
 
     routes(&doc("routes.md")?, problems);
+    let config = codes(
+        &table(&doc("config.md")?, "| key | type | default | meaning |"),
+        0,
+    );
+    let loaded = super::config_keys::keys(&agentguard_config::schema());
+    compare("docs/config.md keys", &config, &loaded, problems);
     mcp_fetch_codes(&doc("mcp.md")?, &policy_codes, problems);
 
     let netpin = doc("netpin.md")?;

@@ -8,6 +8,7 @@
 //! codes, audit keys, param rules), and `layers` holds each crate's modules to the import order
 //! of docs/ARCHITECTURE.md's tables.
 
+mod config_keys;
 mod docs;
 mod graph;
 mod layers;

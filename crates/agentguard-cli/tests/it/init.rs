@@ -119,3 +119,68 @@ fn config_errors_say_what_to_do_on_lines_of_their_own() {
         assert!(said.contains(needle), "{needle}: {said}");
     }
 }
+
+/// The schema `agentguard config schema` prints, compiled.
+fn schema() -> (boon::Schemas, boon::SchemaIndex) {
+    let out = agentguard(&["config", "schema"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        value["$schema"]
+            .as_str()
+            .is_some_and(|s| s.contains("2020-12")),
+        "{value}"
+    );
+    let mut schemas = boon::Schemas::new();
+    let mut compiler = boon::Compiler::new();
+    compiler.add_resource("agentguard.json", value).unwrap();
+    let index = compiler.compile("agentguard.json", &mut schemas).unwrap();
+    (schemas, index)
+}
+
+/// Every example config: the templates, and each full config (one with `image`) in
+/// docs/config.md.
+fn examples() -> Vec<(String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    for name in ["pytest", "npm", "cargo", "generic"] {
+        let path = root.join(format!("templates/{name}.toml"));
+        out.push((name.to_owned(), std::fs::read_to_string(path).unwrap()));
+    }
+    let reference = std::fs::read_to_string(root.join("../../docs/config.md")).unwrap();
+    for (n, block) in reference.split("```toml\n").skip(1).enumerate() {
+        let block = block.split("```").next().unwrap_or_default();
+        if block.lines().any(|l| l.starts_with("image = ")) {
+            out.push((format!("docs/config.md block {n}"), block.to_owned()));
+        }
+    }
+    assert!(out.len() >= 6, "the reference has full examples");
+    out
+}
+
+#[test]
+fn the_schema_accepts_every_example_and_refuses_a_wrong_type_or_an_unknown_key() {
+    let (schemas, index) = schema();
+    for (name, text) in examples() {
+        let value: serde_json::Value = toml::from_str(&text).unwrap();
+        if let Err(e) = schemas.validate(&value, index) {
+            panic!("{name} does not validate: {e}");
+        }
+    }
+    for (text, why) in [
+        ("image = \"i\"\ntimeout = \"ten\"\n", "a string timeout"),
+        ("image = \"i\"\ntimout = 10\n", "an unknown key"),
+        ("timeout = 10\n", "no image"),
+        (
+            "image = \"i\"\n[commands.t]\nargv = [\"true\"]\nnetwork = 1\n",
+            "a number network",
+        ),
+        (
+            "image = \"i\"\n[commands]\nt = \"true\"\n",
+            "a command as a string",
+        ),
+    ] {
+        let value: serde_json::Value = toml::from_str(text).unwrap();
+        assert!(schemas.validate(&value, index).is_err(), "{why}: {text}");
+    }
+}
