@@ -3,6 +3,7 @@
 //! Set-up first (so a fresh machine works), then the cheap checks, then the workspace tests
 //! (which include tidy), then every fuzz target for 30 s, then e2e on every engine and
 //! runtime, none of which may be skipped, then the Python package on CPython 3.9 and 3.13,
+//! then README's install (`cargo install --locked` into a fresh root: its version and size),
 //! then the cluster's proxy image (`release.rs`): its static release build (8 min 20 s from
 //! nothing here), imported into Docker and Podman and run read-only as 65534 with no
 //! capability, `--version`, and no `/bin/sh`. The release tarball (`cargo xtask dist`) packs
@@ -47,6 +48,8 @@ pub(crate) fn run() -> Result<()> {
     cmd::disk_report();
     // The Python package: one abi3 wheel, its tests on CPython 3.9 and 3.13 (docker+runsc).
     python::run()?;
+    // README's Install section: cargo install --locked, its version and its size.
+    release::install_check()?;
     // The cluster's proxy image, built and run hardened in both engines.
     release::proxy_image()?;
     println!("== ci: all checks passed");

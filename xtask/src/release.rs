@@ -54,7 +54,7 @@ pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
         ],
     )?;
     let built = cmd::target_dir().join(&triple).join("release/agentguard");
-    // The release profile keeps line tables for backtraces; what is shipped has no symbols.
+    // The release profile has no debug info; what is shipped has no symbols either.
     let binary = cmd::target_dir().join("xtask/agentguard-static");
     fs::create_dir_all(cmd::target_dir().join("xtask"))?;
     cmd::run(
@@ -66,6 +66,51 @@ pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
         .map_err(|why| anyhow::anyhow!("{} is not a static executable: {why}", binary.display()))?;
     println!("   {} ({} bytes, static)", binary.display(), bytes.len());
     Ok((binary, triple))
+}
+
+/// The most the installed binary may weigh (issue 38): 25 MiB.
+const MAX_INSTALLED_BYTES: u64 = 25 << 20;
+
+/// What README's Install section says, checked: `cargo install --locked` of the CLI into a
+/// fresh root (sharing the target folder, so it rebuilds only what differs), its `--version`,
+/// and its size against [`MAX_INSTALLED_BYTES`].
+pub(crate) fn install_check() -> Result<()> {
+    println!("== release: cargo install --locked, as README's Install section says");
+    let root = cmd::target_dir().join("xtask/install");
+    if root.exists() {
+        fs::remove_dir_all(&root)?;
+    }
+    let target = cmd::target_dir();
+    cmd::run_with(
+        &cmd::root(),
+        &[("CARGO_TARGET_DIR", &target.to_string_lossy())],
+        "cargo",
+        &[
+            "install",
+            "--locked",
+            "--quiet",
+            "--path",
+            "crates/agentguard-cli",
+            "--root",
+            &root.to_string_lossy(),
+        ],
+    )?;
+    let binary = root.join("bin/agentguard");
+    let version = cmd::output(&binary.to_string_lossy(), &["--version"])?;
+    let said = cmd::stdout_text(&version);
+    if !version.status.success() || !said.contains(env!("CARGO_PKG_VERSION")) {
+        bail!("{} --version said {said:?}", binary.display());
+    }
+    let size = fs::metadata(&binary)?.len();
+    println!(
+        "   {} ({said}): {size} bytes ({:.1} MiB)",
+        binary.display(),
+        size as f64 / f64::from(1u32 << 20)
+    );
+    if size > MAX_INSTALLED_BYTES {
+        bail!("the installed binary is {size} bytes, more than {MAX_INSTALLED_BYTES}");
+    }
+    Ok(())
 }
 
 /// `cargo xtask image proxy`: the image in every engine here; prints what to configure.
@@ -193,8 +238,8 @@ fn check(engine: &str, tag: &str) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask dist`: `target/dist/agentguard-VERSION-TRIPLE.tar.gz` (the static binary and
-/// its shell completions) and its `.sha256`.
+/// `cargo xtask dist`: `target/dist/agentguard-VERSION-TRIPLE.tar.gz` (the static binary, its
+/// man page `agentguard.1` and its shell completions) and its `.sha256`.
 pub(crate) fn dist() -> Result<PathBuf> {
     let (binary, triple) = static_binary()?;
     let name = format!("agentguard-{}-{triple}", env!("CARGO_PKG_VERSION"));
@@ -216,6 +261,13 @@ pub(crate) fn dist() -> Result<PathBuf> {
         }
         fs::write(stage.join("completions").join(file), &script.stdout)?;
     }
+    let page = cmd::output(&binary.to_string_lossy(), &["manpage"])?;
+    if !page.status.success()
+        || !page.stdout.starts_with(b".ie") && !page.stdout.starts_with(b".TH")
+    {
+        bail!("agentguard manpage failed ({})", page.status);
+    }
+    fs::write(stage.join("agentguard.1"), &page.stdout)?;
     let tarball = out.join(format!("{name}.tar.gz"));
     cmd::run(
         "tar",

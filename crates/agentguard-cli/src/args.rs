@@ -61,6 +61,9 @@ pub(crate) enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// Print the man page (roff), agentguard.1.
+    #[command(hide = true)]
+    Manpage,
 }
 
 pub(crate) use crate::args_learn::{

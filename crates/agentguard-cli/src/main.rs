@@ -79,6 +79,12 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             output::write_lines([schema])?;
             Ok(exit::SUCCESS)
         }
+        Command::Manpage => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut page)?;
+            std::io::Write::write_all(&mut std::io::stdout(), &page)?;
+            Ok(exit::SUCCESS)
+        }
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "agentguard", &mut std::io::stdout());

@@ -184,3 +184,53 @@ fn the_schema_accepts_every_example_and_refuses_a_wrong_type_or_an_unknown_key()
         assert!(schemas.validate(&value, index).is_err(), "{why}: {text}");
     }
 }
+
+/// The man page `cargo xtask dist` packs (issue 38, item 1): roff from the clap definitions,
+/// naming every subcommand, and `man -l` renders it.
+#[test]
+fn the_man_page_names_every_subcommand_and_renders() {
+    let out = agentguard(&["manpage"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.contains(".TH agentguard 1"), "{page}");
+    // roff writes a hyphen as `\-`.
+    let text = page.replace("\\-", "-");
+    for subcommand in [
+        "run",
+        "init",
+        "config",
+        "policy",
+        "audit",
+        "mcp",
+        "egress-proxy",
+    ] {
+        assert!(
+            text.contains(&format!("agentguard-{subcommand}(1)")),
+            "{subcommand} is not in the page"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentguard.1");
+    std::fs::write(&file, &page).unwrap();
+    match std::process::Command::new("man")
+        .arg("-l")
+        .arg(&file)
+        .env("MANPAGER", "cat")
+        .env("MANWIDTH", "100")
+        .output()
+    {
+        Ok(rendered) => {
+            let text = String::from_utf8_lossy(&rendered.stdout);
+            assert!(
+                rendered.status.success(),
+                "{}",
+                String::from_utf8_lossy(&rendered.stderr)
+            );
+            assert!(
+                text.contains("agentguard") && text.contains("SYNOPSIS"),
+                "{text}"
+            );
+        }
+        Err(e) => eprintln!("SKIPPED: rendering the man page: `man` is not here ({e})"),
+    }
+}
