@@ -166,6 +166,26 @@ fn suggest_refuses_a_log_that_does_not_verify_and_write_needs_a_config() {
     assert!(stdout(&out).is_empty(), "{}", stdout(&out));
     let out = agentguard(&["policy", "suggest", log_text, "--write"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // A config that does not load is neither compared with nor written to.
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, text.replace("filez.example", "files.example")).unwrap();
+    let config = dir.path().join("agentguard.toml");
+    std::fs::write(&config, "image = \"i\"\ntimout = 5\n").unwrap();
+    let config_text = config.to_str().unwrap();
+    let out = agentguard(&[
+        "policy",
+        "suggest",
+        log_text,
+        "--config",
+        config_text,
+        "--write",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not load"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        "image = \"i\"\ntimout = 5\n"
+    );
 }
 
 /// Only a person starts an observe run: `mcp` and `tools` have no such option, and an agent's
