@@ -1,11 +1,14 @@
 //! `cargo xtask wheel` and `cargo xtask python`: the `agentguard` Python package.
 //!
-//! `wheel` builds ONE abi3 wheel (`agentguard-VERSION-cp39-abi3-linux_x86_64.whl`) with
-//! maturin into `target/wheels/`. `python` installs that same wheel into a venv of the oldest
+//! `wheel` builds ONE abi3 wheel for any glibc 2.17 or newer
+//! (`agentguard-VERSION-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl`) with
+//! maturin and zig's linker into `target/wheels/`, and `auditwheel show` must agree with its
+//! tag. `python` installs that same wheel into a venv of the oldest
 //! and of the newest CPython we support (3.9 and 3.13, from pyenv) and runs the package's
 //! pytest suite in each against real Docker with runsc (the engine, the image and runsc are
-//! required: nothing is skipped), then proves `pip install ./crates/agentguard-python` builds
-//! and imports from source.
+//! required: nothing is skipped), each installed with `pip install --no-index`; then proves
+//! the offline route from source: `pip install --no-index --no-build-isolation
+//! ./crates/agentguard-python` with maturin installed first.
 
 use std::path::PathBuf;
 
@@ -28,6 +31,8 @@ const PY313: Venv = Venv {
     python: Some("3.13"),
     packages: &[
         "maturin==1.16.0",
+        "ziglang==0.17.0",
+        "auditwheel==6.8.2",
         "pytest==9.2.0",
         "pytest-timeout==2.4.0",
         "mypy==2.4.1",
@@ -50,14 +55,27 @@ pub(crate) fn wheel() -> Result<PathBuf> {
             }
         }
     }
-    println!("== wheel: maturin build --release ({CRATE})");
+    println!("== wheel: maturin build --release --zig --compatibility manylinux2014 ({CRATE})");
     let manifest = cmd::root().join(CRATE).join("Cargo.toml");
-    cmd::run(
+    // maturin finds zig as `python3 -m ziglang`: the venv's python first on PATH.
+    let bin = PY313.bin("python");
+    let bin = bin.parent().context("the venv's bin folder")?;
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    cmd::run_with(
+        &cmd::root(),
+        &[("PATH", &path)],
         &PY313.bin("maturin").to_string_lossy(),
         &[
             "build",
             "--release",
             "--locked",
+            "--zig",
+            "--compatibility",
+            "manylinux2014",
             "--manifest-path",
             &manifest.to_string_lossy(),
             "--out",
@@ -73,10 +91,26 @@ pub(crate) fn wheel() -> Result<PathBuf> {
     };
     let name = wheel.file_name().unwrap_or_default().to_string_lossy();
     let version = env!("CARGO_PKG_VERSION");
-    let want = format!("agentguard-{version}-cp39-abi3-linux_x86_64.whl");
+    let want =
+        format!("agentguard-{version}-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl");
     if name != want {
         bail!("the wheel is {name}, not {want}: one abi3 wheel for CPython 3.9 and later");
     }
+    let shown = cmd::output(
+        &PY313.bin("auditwheel").to_string_lossy(),
+        &["show", &wheel.to_string_lossy()],
+    )?;
+    let said = cmd::stdout_text(&shown)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if !shown.status.success()
+        || !said
+            .contains("is consistent with the following platform tag: \"manylinux_2_17_x86_64\"")
+    {
+        bail!("auditwheel show does not agree with the wheel's tag: {said}");
+    }
+    println!("   auditwheel show: consistent with manylinux_2_17_x86_64");
     println!("   wrote {}", wheel.display());
     Ok(wheel.clone())
 }
@@ -101,7 +135,12 @@ pub(crate) fn run() -> Result<()> {
         println!("== python: {} with {}", venv.name, wheel.display());
         pip_install(
             &python,
-            &["--force-reinstall", "--no-deps", &wheel.to_string_lossy()],
+            &[
+                "--no-index",
+                "--force-reinstall",
+                "--no-deps",
+                &wheel.to_string_lossy(),
+            ],
         )?;
         cmd::run_with(
             &cmd::root().join(CRATE),
@@ -127,8 +166,9 @@ pub(crate) fn run() -> Result<()> {
     from_source()
 }
 
-/// `pip install ./crates/agentguard-python` in a fresh venv (maturin fetched from PyPI as
-/// the PEP 517 backend), then an import and a refusal through it.
+/// The offline route of docs/python.md: in a fresh venv, maturin installed first, then
+/// `pip install --no-index --no-build-isolation ./crates/agentguard-python` (nothing fetched
+/// while building), then an import and a refusal through it.
 fn from_source() -> Result<()> {
     let dir = cmd::root().join("target/xtask/venv-from-source");
     if dir.exists() {
@@ -138,8 +178,12 @@ fn from_source() -> Result<()> {
     cmd::run("python3", &["-m", "venv", &dir.to_string_lossy()])?;
     let python = dir.join("bin/python");
     let python = python.to_string_lossy();
+    pip_install(&python, &["maturin==1.16.0"])?;
     // From the repository's root, as a user types it.
-    pip_install(&python, &[&format!("./{CRATE}")])?;
+    pip_install(
+        &python,
+        &["--no-index", "--no-build-isolation", &format!("./{CRATE}")],
+    )?;
     let check = "from agentguard import errors\n\
         from agentguard.execution import ContainerExecutor\n\
         try:\n    ContainerExecutor('i', {'t': ['true']}, engine='docker', memory='lots')\n\
