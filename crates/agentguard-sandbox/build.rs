@@ -42,6 +42,14 @@ fn main() {
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("CARGO_BUILD_TARGET")
+        // A linker chosen for the crate that embeds the relay (maturin's zig, which cannot
+        // link glibc statically and then links dynamically) is not the relay's: the default
+        // one links it statically.
+        .env_remove(format!(
+            "CARGO_TARGET_{}_LINKER",
+            target.to_uppercase().replace(['-', '.'], "_")
+        ))
+        .env_remove("RUSTC_LINKER")
         .status();
     match status {
         Ok(status) if status.success() => {}
@@ -54,9 +62,37 @@ fn main() {
         .join("relay-build")
         .join(&target)
         .join("release/agentguard-relay");
+    match std::fs::read(&built) {
+        Ok(bytes) if has_interpreter(&bytes) => fail(&format!(
+            "{} was linked dynamically (it names a program interpreter)",
+            built.display()
+        )),
+        Ok(_) => {}
+        Err(e) => fail(&format!("cannot read {}: {e}", built.display())),
+    }
     if let Err(e) = std::fs::copy(&built, out.join("agentguard-relay")) {
         fail(&format!("cannot copy {}: {e}", built.display()));
     }
+}
+
+/// True when the ELF64 file `bytes` has a `PT_INTERP` program header (a dynamic executable),
+/// or is not one this check can read (which then fails the build too).
+fn has_interpreter(bytes: &[u8]) -> bool {
+    let field = |at: usize, len: usize| -> Option<u64> {
+        let raw = bytes.get(at..at + len)?;
+        Some(raw.iter().rev().fold(0u64, |n, b| n << 8 | u64::from(*b)))
+    };
+    let header = || -> Option<bool> {
+        if bytes.get(..5)? != b"\x7fELF\x02" || bytes.get(5) != Some(&1) {
+            return None;
+        }
+        let (offset, size, count) = (field(0x20, 8)?, field(0x36, 2)?, field(0x38, 2)?);
+        Some((0..count).any(|i| {
+            let at = usize::try_from(offset + i * size).unwrap_or(usize::MAX);
+            field(at, 4) == Some(3)
+        }))
+    };
+    header().unwrap_or(true)
 }
 
 fn env(key: &str) -> String {

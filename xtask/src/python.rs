@@ -179,10 +179,27 @@ fn from_source() -> Result<()> {
     let python = dir.join("bin/python");
     let python = python.to_string_lossy();
     pip_install(&python, &["maturin==1.16.0"])?;
-    // From the repository's root, as a user types it.
-    pip_install(
+    // From the repository's root, as a user types it in the activated venv (the backend runs
+    // the venv's `maturin` from PATH).
+    let path = format!(
+        "{}:{}",
+        dir.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    cmd::run_with(
+        &cmd::root(),
+        &[("PATH", &path)],
         &python,
-        &["--no-index", "--no-build-isolation", &format!("./{CRATE}")],
+        &[
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--no-build-isolation",
+            &format!("./{CRATE}"),
+        ],
     )?;
     let check = "from agentguard import errors\n\
         from agentguard.execution import ContainerExecutor\n\
