@@ -9,6 +9,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+#[path = "src/elf.rs"]
+mod elf;
+
 fn main() {
     let manifest = PathBuf::from(env("CARGO_MANIFEST_DIR"));
     let relay = manifest.join("../agentguard-relay");
@@ -19,6 +22,7 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={}", path.display());
     }
+    println!("cargo:rerun-if-changed=src/elf.rs");
     println!("cargo:rerun-if-env-changed=RUSTC");
     let out = PathBuf::from(env("OUT_DIR"));
     let target = env("TARGET");
@@ -62,37 +66,15 @@ fn main() {
         .join("relay-build")
         .join(&target)
         .join("release/agentguard-relay");
-    match std::fs::read(&built) {
-        Ok(bytes) if has_interpreter(&bytes) => fail(&format!(
-            "{} was linked dynamically (it names a program interpreter)",
-            built.display()
-        )),
-        Ok(_) => {}
+    let arch = env("CARGO_CFG_TARGET_ARCH");
+    match std::fs::read(&built).map(|bytes| elf::static_executable_for(&bytes, &arch)) {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => fail(&format!("{} {why}", built.display())),
         Err(e) => fail(&format!("cannot read {}: {e}", built.display())),
     }
     if let Err(e) = std::fs::copy(&built, out.join("agentguard-relay")) {
         fail(&format!("cannot copy {}: {e}", built.display()));
     }
-}
-
-/// True when the ELF64 file `bytes` has a `PT_INTERP` program header (a dynamic executable),
-/// or is not one this check can read (which then fails the build too).
-fn has_interpreter(bytes: &[u8]) -> bool {
-    let field = |at: usize, len: usize| -> Option<u64> {
-        let raw = bytes.get(at..at + len)?;
-        Some(raw.iter().rev().fold(0u64, |n, b| n << 8 | u64::from(*b)))
-    };
-    let header = || -> Option<bool> {
-        if bytes.get(..5)? != b"\x7fELF\x02" || bytes.get(5) != Some(&1) {
-            return None;
-        }
-        let (offset, size, count) = (field(0x20, 8)?, field(0x36, 2)?, field(0x38, 2)?);
-        Some((0..count).any(|i| {
-            let at = usize::try_from(offset + i * size).unwrap_or(usize::MAX);
-            field(at, 4) == Some(3)
-        }))
-    };
-    header().unwrap_or(true)
 }
 
 fn env(key: &str) -> String {

@@ -58,13 +58,8 @@ pub(crate) fn wheel() -> Result<PathBuf> {
     println!("== wheel: maturin build --release --zig --compatibility manylinux2014 ({CRATE})");
     let manifest = cmd::root().join(CRATE).join("Cargo.toml");
     // maturin finds zig as `python3 -m ziglang`: the venv's python first on PATH.
-    let bin = PY313.bin("python");
-    let bin = bin.parent().context("the venv's bin folder")?;
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let python = PY313.bin("python");
+    let path = path_with(python.parent().context("the venv's bin folder")?);
     cmd::run_with(
         &cmd::root(),
         &[("PATH", &path)],
@@ -181,25 +176,11 @@ fn from_source() -> Result<()> {
     pip_install(&python, &["maturin==1.16.0"])?;
     // From the repository's root, as a user types it in the activated venv (the backend runs
     // the venv's `maturin` from PATH).
-    let path = format!(
-        "{}:{}",
-        dir.join("bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    cmd::run_with(
-        &cmd::root(),
-        &[("PATH", &path)],
+    let path = path_with(&dir.join("bin"));
+    pip_install_with(
         &python,
-        &[
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-index",
-            "--no-build-isolation",
-            &format!("./{CRATE}"),
-        ],
+        &[("PATH", &path)],
+        &["--no-index", "--no-build-isolation", &format!("./{CRATE}")],
     )?;
     let check = "from agentguard import errors\n\
         from agentguard.execution import ContainerExecutor\n\
@@ -210,8 +191,22 @@ fn from_source() -> Result<()> {
     cmd::run(&python, &["-c", check])
 }
 
+/// `PATH` with a venv's `bin` first, as activating the venv makes it.
+fn path_with(bin: &std::path::Path) -> String {
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 /// `python -m pip install --quiet ARGS`, run from the repository's root.
 fn pip_install(python: &str, args: &[&str]) -> Result<()> {
+    pip_install_with(python, &[], args)
+}
+
+/// [`pip_install`] with `envs` set besides.
+fn pip_install_with(python: &str, envs: &[(&str, &str)], args: &[&str]) -> Result<()> {
     let mut all = vec![
         "-m",
         "pip",
@@ -220,5 +215,5 @@ fn pip_install(python: &str, args: &[&str]) -> Result<()> {
         "--disable-pip-version-check",
     ];
     all.extend_from_slice(args);
-    cmd::run_in(&cmd::root(), python, &all)
+    cmd::run_with(&cmd::root(), envs, python, &all)
 }

@@ -203,10 +203,11 @@ fn finish(
                         // A closed stdout is the reader's choice; the exit status still says how it ended.
                         let _ = out.write_all(&ran.result.stdout).and_then(|()| out.flush());
                     }
-                    let egress_value = egress_json(&ran, egress);
+                    let counts = egress.map(RunSink::counts);
+                    let egress_value = egress_json(&ran, counts.as_ref());
                     let finished = Finished {
                         result: ran.result,
-                        egress: egress.map(RunSink::counts),
+                        egress: counts,
                         params: invocation.params().to_vec(),
                     };
                     crate::ended::report(&finished, Some(egress_value), args.json, "Job")
@@ -228,8 +229,8 @@ fn finish(
 /// `--json`'s `egress` of an egress run: the counts, and how the proxy's stream came back
 /// (`complete`, `stream_cut`, `lines_refused`, as its `egress_stream` event says), which is
 /// also said on stderr when it is not complete.
-fn egress_json(ran: &Ran, egress: Option<&RunSink>) -> Value {
-    let Some(counts) = egress.map(RunSink::counts) else {
+fn egress_json(ran: &Ran, counts: Option<&agentguard_sandbox::EgressCounts>) -> Value {
+    let Some(counts) = counts else {
         return Value::Null;
     };
     let stream = ran.proxy.as_ref().map(|proxy| {

@@ -53,7 +53,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         ..RunOptions::default()
     };
     if args.observe {
-        observe_check(&sandbox, &args.name)?;
+        sandbox.check_observe(&args.name).map_err(context)?;
         crate::output::note(OBSERVE_START);
     }
     let outcome = crate::signal::runtime()?.block_on(async {
@@ -106,20 +106,6 @@ fn streaming(args: &RunArgs) -> Streaming {
 
 /// Printed on stderr before an observe run starts.
 const OBSERVE_START: &str = "agentguard: observe: THE POLICY IS NOT ENFORCED for public hosts in this run: what it would refuse is let through and recorded as observed (private addresses, container flags and route secrets stay enforced); run only a command you trust";
-
-/// `--observe` only for a `network = "egress"` command: exit 2 otherwise, before anything starts.
-fn observe_check(sandbox: &agentguard_sandbox::Sandbox, name: &str) -> anyhow::Result<()> {
-    match sandbox.network_of(name) {
-        Some(agentguard_sandbox::Network::Egress) => Ok(()),
-        _ => Err(Exit::new(
-            exit::USAGE,
-            format!(
-                "--observe {name}: the command has network = \"none\", so there is nothing to observe; --observe is for network = \"egress\" commands"
-            ),
-        )
-        .into()),
-    }
-}
 
 /// The line an observe run ends with: how many targets the policy would have refused.
 fn observe_end(egress: &agentguard_sandbox::EgressCounts) -> String {

@@ -18,18 +18,10 @@ use crate::plan::{self, Change, Plan, Value};
 pub(crate) fn run(args: &SuggestArgs) -> anyhow::Result<u8> {
     let key = agentguard_config::key_from_env("--key-env", args.key_env.as_deref())?;
     let mut learned = learn::read(&args.logs, key.as_ref())?;
-    let loaded = match &args.config {
-        Some(path) => Some(agentguard_config::load(path).with_context(|| {
-            format!(
-                "{} does not load, so nothing is compared with it or written to it",
-                path.display()
-            )
-        })?),
-        None => None,
-    };
+    let against = args.config.as_deref().map(Against::read).transpose()?;
     let mut unknown = Vec::new();
-    if let Some(config) = &loaded {
-        let names: BTreeSet<&str> = config.spec.commands().names().collect();
+    if let Some(against) = &against {
+        let names: BTreeSet<&str> = against.loaded.spec.commands().names().collect();
         learned.items.retain(|(owner, _), _| match owner {
             Some(name) if !names.contains(name.as_str()) => {
                 unknown.push(name.clone());
@@ -41,7 +33,7 @@ pub(crate) fn run(args: &SuggestArgs) -> anyhow::Result<u8> {
     let mut plan = plan::plan(
         &learned,
         args.command.as_deref(),
-        loaded.as_ref().map(|c| &c.commands),
+        against.as_ref().map(|a| &a.loaded.commands),
         args.wildcards,
     );
     unknown.dedup();
@@ -50,29 +42,50 @@ pub(crate) fn run(args: &SuggestArgs) -> anyhow::Result<u8> {
             "command {name} is in the logs but not in the config; skipped"
         ));
     }
-    let text = match &args.config {
-        Some(path) => Some(std::fs::read_to_string(path)?),
-        None => None,
-    };
-    let short = text.as_deref().map(short_form_commands).unwrap_or_default();
+    let short = against
+        .as_ref()
+        .map(|a| short_form_commands(&a.doc))
+        .unwrap_or_default();
     match args.format {
         SuggestFormat::Toml => crate::output::write_lines([toml_text(&plan, &learned, &short)])?,
         SuggestFormat::Json => crate::output::write_lines([json_text(&plan, &learned)])?,
     }
     if args.write
-        && let (Some(path), Some(text)) = (&args.config, text)
+        && let Some(against) = against
     {
-        write(path, &text, &plan)?;
+        write(against.path, against.doc, &plan)?;
     }
     Ok(exit::SUCCESS)
 }
 
+/// The `--config` file, read once: what it loads as, and its text as `toml_edit` keeps it
+/// (comments and order) for `--write`.
+struct Against<'a> {
+    path: &'a Path,
+    loaded: agentguard_config::RunConfig,
+    doc: DocumentMut,
+}
+
+impl<'a> Against<'a> {
+    fn read(path: &'a Path) -> anyhow::Result<Against<'a>> {
+        let refused = || {
+            format!(
+                "{} does not load, so nothing is compared with it or written to it",
+                path.display()
+            )
+        };
+        let text = agentguard_config::read(path).with_context(refused)?;
+        let loaded = agentguard_config::from_text(&text, path).with_context(refused)?;
+        let doc = text
+            .parse()
+            .with_context(|| format!("{} is not TOML that can be edited", path.display()))?;
+        Ok(Against { path, loaded, doc })
+    }
+}
+
 /// The commands written in the short form (`NAME = [argv]`), which `--write` turns into
 /// tables with `argv`.
-fn short_form_commands(text: &str) -> BTreeSet<String> {
-    let Ok(doc) = text.parse::<DocumentMut>() else {
-        return BTreeSet::new();
-    };
+fn short_form_commands(doc: &DocumentMut) -> BTreeSet<String> {
     doc.get("commands")
         .and_then(Item::as_table_like)
         .map(|t| {
@@ -136,11 +149,9 @@ fn table_at<'a>(doc: &'a mut DocumentMut, path: &[String]) -> anyhow::Result<&'a
     Ok(table)
 }
 
-fn apply(doc: &mut DocumentMut, plan: &Plan) -> anyhow::Result<()> {
-    for change in &plan.changes {
-        let table = table_at(doc, &change.table)?;
-        table.insert(&change.key, value(array(change)));
-    }
+/// Sets one key to its complete new value, under its table.
+fn set(doc: &mut DocumentMut, change: &Change) -> anyhow::Result<()> {
+    table_at(doc, &change.table)?.insert(&change.key, value(array(change)));
     Ok(())
 }
 
@@ -165,7 +176,7 @@ fn toml_text(plan: &Plan, learned: &Learned, short: &BTreeSet<String>) -> String
             ));
         }
         let mut doc = DocumentMut::new();
-        if apply_one(&mut doc, change).is_ok() {
+        if set(&mut doc, change).is_ok() {
             out.push('\n');
             out.push_str(doc.to_string().trim_end());
             out.push('\n');
@@ -182,14 +193,6 @@ fn toml_text(plan: &Plan, learned: &Learned, short: &BTreeSet<String>) -> String
         }
     }
     out.trim_end().to_owned()
-}
-
-fn apply_one(doc: &mut DocumentMut, change: &Change) -> anyhow::Result<()> {
-    let plan = Plan {
-        changes: vec![change.clone()],
-        ..Plan::default()
-    };
-    apply(doc, &plan)
 }
 
 fn json_text(plan: &Plan, learned: &Learned) -> String {
@@ -242,7 +245,7 @@ fn json_text(plan: &Plan, learned: &Learned) -> String {
 
 /// Applies the plan to `path`: the new text must load as a config before it replaces the
 /// file (written beside it, then renamed over it, with its permissions).
-fn write(path: &Path, text: &str, plan: &Plan) -> anyhow::Result<()> {
+fn write(path: &Path, mut doc: DocumentMut, plan: &Plan) -> anyhow::Result<()> {
     if plan.changes.is_empty() {
         crate::output::note(&format!(
             "agentguard: nothing to write to {}",
@@ -250,10 +253,9 @@ fn write(path: &Path, text: &str, plan: &Plan) -> anyhow::Result<()> {
         ));
         return Ok(());
     }
-    let mut doc: DocumentMut = text
-        .parse()
-        .with_context(|| format!("{} is not TOML that can be edited", path.display()))?;
-    apply(&mut doc, plan)?;
+    for change in &plan.changes {
+        set(&mut doc, change)?;
+    }
     let new = doc.to_string();
     agentguard_config::from_text(&new, path).map_err(|e| {
         Exit::failure(format!(

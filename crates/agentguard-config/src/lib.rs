@@ -200,7 +200,13 @@ pub fn schema() -> serde_json::Value {
 
 /// The configuration in the file at `path`.
 pub fn load(path: &Path) -> anyhow::Result<RunConfig> {
-    let text = std::fs::read_to_string(path).map_err(|source| match source.kind() {
+    from_text(&read(path)?, path)
+}
+
+/// The text of the config file at `path` (for a caller that also edits it, as `policy
+/// suggest --write` does); a missing file says how to give or make one.
+pub fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => ConfigError::Missing {
             path: path.to_owned(),
         },
@@ -208,8 +214,7 @@ pub fn load(path: &Path) -> anyhow::Result<RunConfig> {
             path: path.to_owned(),
             source,
         },
-    })?;
-    from_text(&text, path)
+    })
 }
 
 /// `p` as written in a config whose relative paths are relative to `base`.

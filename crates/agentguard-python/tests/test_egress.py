@@ -135,16 +135,21 @@ for url in sys.argv[1:]:
 """
 
 
-def test_a_container_reaches_only_its_allowlist_through_its_own_proxy(
-    engine: str, dns_loopback: FakeDns, upstream: TlsUpstream, tmp_path: Path
-) -> None:
+def fetch_workspace(upstream: TlsUpstream, tmp_path: Path) -> "tuple[Path, str, str]":
+    """A workspace holding the test CA, readable by the container's user, and FETCH's two
+    URLs: one on the allowlist, one off it."""
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "ca.pem").write_bytes(upstream.ca_file.read_bytes())
     ws.chmod(0o755)
     (ws / "ca.pem").chmod(0o644)
-    allowed = f"https://api.test:{upstream.port}/pkg"
-    other = f"https://other.test:{upstream.port}/"
+    return ws, f"https://api.test:{upstream.port}/pkg", f"https://other.test:{upstream.port}/"
+
+
+def test_a_container_reaches_only_its_allowlist_through_its_own_proxy(
+    engine: str, dns_loopback: FakeDns, upstream: TlsUpstream, tmp_path: Path
+) -> None:
+    ws, allowed, other = fetch_workspace(upstream, tmp_path)
     tools = ContainerExecutor(
         IMAGE, {"fetch": ["python3", "-c", FETCH, allowed, other]}, engine=engine,
         runtime="runsc", workspace=ws, network="egress", audit=tmp_path / "audit.jsonl",
@@ -171,13 +176,7 @@ def test_observe_run(
 ) -> None:
     """Issue 36: run(name, observe=True) lets a public (here: allow_cidrs) host the policy
     refuses through and reports it; only run takes it, strictly a bool; none refuses it."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "ca.pem").write_bytes(upstream.ca_file.read_bytes())
-    ws.chmod(0o755)
-    (ws / "ca.pem").chmod(0o644)
-    allowed = f"https://api.test:{upstream.port}/pkg"
-    other = f"https://other.test:{upstream.port}/"
+    ws, allowed, other = fetch_workspace(upstream, tmp_path)
     tools = ContainerExecutor(
         IMAGE, {"fetch": ["python3", "-c", FETCH, allowed, other],
                 "offline": {"argv": ["true"], "network": "none"}},

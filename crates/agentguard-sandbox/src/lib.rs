@@ -18,6 +18,7 @@
 
 mod builder;
 mod count;
+mod elf;
 mod error;
 mod finished;
 mod network;

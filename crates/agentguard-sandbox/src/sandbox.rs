@@ -178,6 +178,20 @@ impl Sandbox {
         }
     }
 
+    /// Refuses an observe run of `name` unless it is a `network = "egress"` command (a
+    /// configuration mistake: there is nothing to observe). [`Sandbox::run`] checks it too; a
+    /// caller checks first to say so before anything else.
+    pub fn check_observe(&self, name: &str) -> Result<()> {
+        match self.plans.get(name) {
+            Some(Plan::Egress(_)) => Ok(()),
+            _ => Err(Error::Config {
+                message: format!(
+                    "command {name:?} has network = \"none\": there is nothing to observe; --observe is for network = \"egress\" commands"
+                ),
+            }),
+        }
+    }
+
     /// The one entry every run takes (the CLI, MCP and Python): runs a checked invocation as
     /// the container `identity.name`, with `options` (a meter for progress, an observe run);
     /// for an egress command, with its own proxy for exactly as long as the run. Dropping the
@@ -190,14 +204,8 @@ impl Sandbox {
         options: RunOptions<'_>,
     ) -> Result<Finished> {
         let meter = options.meter;
-        if options.observe && !matches!(self.plans.get(invocation.command()), Some(Plan::Egress(_)))
-        {
-            return Err(Error::Config {
-                message: format!(
-                    "command {:?} has network = \"none\": there is nothing to observe; --observe is for network = \"egress\" commands",
-                    invocation.command()
-                ),
-            });
+        if options.observe {
+            self.check_observe(invocation.command())?;
         }
         let outcome = match self.plans.get(invocation.command()) {
             None | Some(Plan::None) if self.masks(invocation) => {

@@ -71,45 +71,38 @@ fn config_errors_say_what_to_do_on_lines_of_their_own() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("agentguard.toml");
     let config_text = config.to_str().unwrap();
-    std::fs::write(
-        &config,
+    // What a dry run of `t` says on stderr, and its exit status, with `text` as the config.
+    let said = |text: &str| {
+        std::fs::write(&config, text).unwrap();
+        let out = agentguard(&["run", "--config", config_text, "t", "--dry-run"]);
+        (stderr(&out), out.status.code())
+    };
+    let (said_first, code) = said(
         "image = \"localhost/x:1\"\nengine = \"docker\"\ntimout = 5\n[commands]\nt = [\"true\"]\n",
-    )
-    .unwrap();
-    let out = agentguard(&["run", "--config", config_text, "t", "--dry-run"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let said = stderr(&out);
-    assert!(said.contains("did you mean `timeout`?"), "{said}");
-    assert!(!said.contains("\\u{a}"), "no escaped newlines: {said}");
-    assert!(said.lines().any(|l| l.contains("3 | timout = 5")), "{said}");
+    );
+    assert_eq!(code, Some(2), "{said_first}");
+    assert!(
+        said_first.contains("did you mean `timeout`?"),
+        "{said_first}"
+    );
+    assert!(
+        !said_first.contains("\\u{a}"),
+        "no escaped newlines: {said_first}"
+    );
+    assert!(
+        said_first.lines().any(|l| l.contains("3 | timout = 5")),
+        "{said_first}"
+    );
     // A key inside a command's table, too.
-    std::fs::write(
-        &config,
+    let (table, _) = said(
         "image = \"localhost/x:1\"\nengine = \"docker\"\n[commands.t]\nargv = [\"true\"]\nworkspace_mod = \"rw\"\n",
-    )
-    .unwrap();
-    let said = stderr(&agentguard(&[
-        "run",
-        "--config",
-        config_text,
-        "t",
-        "--dry-run",
-    ]));
-    assert!(said.contains("did you mean `workspace_mode`?"), "{said}");
+    );
+    assert!(table.contains("did you mean `workspace_mode`?"), "{table}");
     // Nothing close: no guess.
-    std::fs::write(
-        &config,
+    let (far, _) = said(
         "image = \"localhost/x:1\"\nengine = \"docker\"\nzzzzzzzz = 1\n[commands]\nt = [\"true\"]\n",
-    )
-    .unwrap();
-    let said = stderr(&agentguard(&[
-        "run",
-        "--config",
-        config_text,
-        "t",
-        "--dry-run",
-    ]));
-    assert!(!said.contains("did you mean"), "{said}");
+    );
+    assert!(!far.contains("did you mean"), "{far}");
     // No config at all: how to give one, or make one.
     let missing = dir.path().join("none.toml");
     let out = agentguard(&["run", "--config", missing.to_str().unwrap(), "t"]);

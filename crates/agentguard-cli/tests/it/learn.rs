@@ -200,15 +200,7 @@ fn mcp_and_tools_have_no_observe() {
     }
     let dir = tempfile::tempdir().unwrap();
     let engine = agentguard_test_support::FakeEngine::new();
-    let config = dir.path().join("agentguard.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "image = \"localhost/tools:latest\"\nengine = \"{}\"\n[commands]\nok = [\"echo\", \"fine\"]\n[audit]\npath = \"audit.jsonl\"\n",
-            engine.path().display()
-        ),
-    )
-    .unwrap();
+    let config = crate::mcp::config(dir.path(), &engine);
     let mut server = crate::mcp::Server::start_with(&config, &[]);
     crate::mcp::initialize(&mut server, "learn", "1");
     let (list, _) = server.request(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::{agentguard, stderr, stdout};
 
-fn config(dir: &Path, engine: &FakeEngine) -> PathBuf {
+pub(crate) fn config(dir: &Path, engine: &FakeEngine) -> PathBuf {
     let path = dir.join("agentguard.toml");
     std::fs::write(
         &path,
