@@ -214,10 +214,10 @@ fn finish(
                 }
                 Ok(Err(refused)) => Err(refused.into()),
                 Err(error) => {
-                    let context = format!(
-                        "agentguard run {} on Kubernetes ({})",
-                        args.name,
-                        error.reason()
+                    let context = crate::ended::refusal_context(
+                        &format!("{} on Kubernetes", args.name),
+                        error.reason(),
+                        &error.to_string(),
                     );
                     Err(anyhow::Error::new(error).context(context))
                 }

@@ -60,3 +60,13 @@ pub(crate) fn report(
     };
     Ok(code)
 }
+
+/// The words before a refusal's message: the reason code once, here unless the message
+/// already names it (a policy denial says `denied by policy (reason)` itself).
+pub(crate) fn refusal_context(name: &str, reason: &str, message: &str) -> String {
+    if message.contains(&format!("({reason})")) {
+        format!("agentguard run {name}")
+    } else {
+        format!("agentguard run {name} ({reason})")
+    }
+}

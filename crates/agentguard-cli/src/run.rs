@@ -29,7 +29,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
         return crate::cluster::run(args, &params, &config, cluster);
     }
     let context = |e: SandboxError| {
-        let context = format!("agentguard run {} ({})", args.name, e.reason());
+        let context = crate::ended::refusal_context(&args.name, e.reason(), &e.to_string());
         anyhow::Error::new(e).context(context)
     };
     if args.dry_run {

@@ -6,6 +6,12 @@
 //! After a kill, output may keep flowing for at most the drain grace; an engine client that
 //! still holds its pipes open then is reported as hung, so the executor kills it too and a
 //! run never hangs.
+//!
+//! When the output is copied as it arrives, stderr is held back until the command speaks on
+//! stdout, [`HOLD_STDERR`] passes, or [`HOLD_STDERR_BYTES`] are held: an engine that fails to
+//! start the container (exit 125) writes its error there first, and agentguard's own message
+//! already carries it, so the held copy is dropped instead of said twice
+//! ([`Captured::held_stderr`]).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -30,6 +36,11 @@ pub(crate) struct Plan {
     /// When copying to a terminal, neutralize what could act on it (`terminal.rs`).
     pub(crate) neutralize: bool,
 }
+
+/// How long stderr's first bytes are held back before they are copied anyway.
+pub(crate) const HOLD_STDERR: Duration = Duration::from_secs(1);
+/// How many bytes of stderr are held back at most before they are copied anyway.
+pub(crate) const HOLD_STDERR_BYTES: usize = 16 * 1024;
 
 /// Counts the bytes a run has written to stdout and stderr so far (kept or not), for
 /// progress reports while it runs. Clones share one count.
@@ -73,6 +84,47 @@ pub(crate) struct Captured {
     pub(crate) hung: bool,
     /// The kill agentguard started did not remove the container: what the engine said.
     pub(crate) kill_failed: Option<String>,
+    /// The stderr still held back when the pipes closed, not yet copied: the executor drops it
+    /// when the engine failed (its own message carries the text), and copies it otherwise.
+    pub(crate) held_stderr: Vec<u8>,
+}
+
+/// Stderr held back from the copy (see the module docs).
+struct Hold {
+    /// Still holding: nothing of stderr was copied yet.
+    open: bool,
+    bytes: Vec<u8>,
+    /// When the held bytes are copied anyway (set by the first held byte).
+    until: Option<tokio::time::Instant>,
+}
+
+impl Hold {
+    /// Holds `kept` while holding, else copies it to `tee`.
+    fn copy(&mut self, kept: &[u8], tee: &mut Option<Box<dyn Write + Send>>) {
+        if self.open {
+            self.bytes.extend_from_slice(kept);
+            self.until
+                .get_or_insert_with(|| tokio::time::Instant::now() + HOLD_STDERR);
+            if self.bytes.len() >= HOLD_STDERR_BYTES {
+                self.release(tee);
+            }
+        } else if let Some(out) = tee {
+            let _ = out.write_all(kept).and_then(|()| out.flush());
+        }
+    }
+
+    /// Copies what is held and stops holding.
+    fn release(&mut self, tee: &mut Option<Box<dyn Write + Send>>) {
+        if !self.open {
+            return;
+        }
+        self.open = false;
+        self.until = None;
+        if let Some(out) = tee {
+            let _ = out.write_all(&self.bytes).and_then(|()| out.flush());
+        }
+        self.bytes = Vec::new();
+    }
 }
 
 /// Reads both pipes until they close, calling `kill` at most once, on the deadline or on
@@ -101,12 +153,19 @@ where
         drain_until: None,
         grace: plan.drain_grace,
     };
+    let mut hold = Hold {
+        open: plan.tee,
+        bytes: Vec::new(),
+        until: None,
+    };
     while stdout.is_some() || stderr.is_some() {
         let wait_until = killer.drain_until.unwrap_or(plan.deadline);
+        let hold_until = hold.until.unwrap_or(wait_until);
         tokio::select! {
             n = read_some(&mut stdout, &mut out_chunk), if stdout.is_some() => match n {
                 Some(n) => {
                     meter.inspect(|m| m.add(n));
+                    hold.release(&mut err_tee);
                     let other = captured.stderr.len();
                     captured.truncated |= keep(&mut captured.stdout, other, &out_chunk[..n], plan.cap, out_tee.as_deref_mut().map(|w| w as &mut dyn Write));
                 }
@@ -115,11 +174,15 @@ where
             n = read_some(&mut stderr, &mut err_chunk), if stderr.is_some() => match n {
                 Some(n) => {
                     meter.inspect(|m| m.add(n));
-                    let other = captured.stdout.len();
-                    captured.truncated |= keep(&mut captured.stderr, other, &err_chunk[..n], plan.cap, err_tee.as_deref_mut().map(|w| w as &mut dyn Write));
+                    let (other, before) = (captured.stdout.len(), captured.stderr.len());
+                    captured.truncated |= keep(&mut captured.stderr, other, &err_chunk[..n], plan.cap, None);
+                    hold.copy(&captured.stderr[before..], &mut err_tee);
                 }
                 None => stderr = None,
             },
+            () = tokio::time::sleep_until(hold_until), if hold.until.is_some() => {
+                hold.release(&mut err_tee);
+            }
             () = tokio::time::sleep_until(wait_until) => {
                 if killer.drain_until.is_some() {
                     // After a kill the output must end soon; never wait on a hung client.
@@ -132,6 +195,9 @@ where
         if captured.truncated {
             killer.start(Stop::OutputLimit, &mut captured);
         }
+    }
+    if hold.open {
+        captured.held_stderr = hold.bytes;
     }
     if let Some(task) = killer.task {
         captured.kill_failed = match task.await {
@@ -185,4 +251,14 @@ async fn read_some<R: AsyncRead + Unpin>(reader: &mut Option<R>, buf: &mut [u8])
         Ok(0) | Err(_) => None,
         Ok(n) => Some(n),
     }
+}
+
+/// Copies stderr that [`capture`] held back, once the run is known not to be an engine's
+/// failure.
+pub(crate) fn copy_held(held: &[u8], plan: Plan) {
+    if held.is_empty() || !plan.tee {
+        return;
+    }
+    let mut out = crate::terminal::tee(std::io::stderr(), plan.neutralize);
+    let _ = out.write_all(held).and_then(|()| out.flush());
 }

@@ -42,9 +42,16 @@ pub(crate) fn classify(spec: &ContainerSpec, stderr: &str) -> RunError {
     }
 }
 
+/// True when the command never ran because the engine failed: 125 is the engine's own
+/// failure; Podman reports an OCI runtime that failed to start the container (crun on a hybrid
+/// cgroup host) as 126, so neither is an exit of the command's own.
+pub(crate) fn engine_failed(code: Option<i32>, stderr: &[u8]) -> bool {
+    code == Some(125) || code == Some(126) && oci_runtime_failed(stderr)
+}
+
 /// True when the engine's stderr says its OCI runtime failed to start the container (Podman:
 /// `Error: OCI runtime error: ...`; Docker: `OCI runtime create failed`).
-pub(crate) fn oci_runtime_failed(stderr: &[u8]) -> bool {
+fn oci_runtime_failed(stderr: &[u8]) -> bool {
     let text = String::from_utf8_lossy(stderr).to_ascii_lowercase();
     text.contains("oci runtime error") || text.contains("oci runtime create failed")
 }

@@ -18,8 +18,8 @@ use agentguard_audit::{AuditSink, Decision, Event, error_chain};
 use agentguard_policy::{Arg, Invocation, Value};
 
 use crate::argv::{EngineCommand, RunIdentity};
-use crate::capture::{OutputMeter, Plan, Stop, capture};
-use crate::classify::{classify, oci_runtime_failed};
+use crate::capture::{OutputMeter, Plan, Stop, capture, copy_held};
+use crate::classify::{classify, engine_failed};
 use crate::error::RunError;
 use crate::process::{run_quiet, spawn_command};
 use crate::result::{RunResult, RunStatus};
@@ -263,6 +263,7 @@ impl ContainerExecutor {
         })
         .await;
         if let (Some(_), Some(message)) = (captured.stop, &captured.kill_failed) {
+            copy_held(&captured.held_stderr, plan);
             // Never a timeout or an output limit while the container may still run.
             let _ = child.start_kill();
             return Err(RunError::KillFailed {
@@ -277,15 +278,15 @@ impl ContainerExecutor {
         }
         let exit = self.client_exit(&mut child, &identity.name).await?;
         let exit_code = exit.code();
+        // An engine's failure is said once, in agentguard's message; anything else held back
+        // from stderr is the command's and is copied now.
+        if captured.stop.is_some() || !engine_failed(exit_code, &captured.stderr) {
+            copy_held(&captured.held_stderr, plan);
+        }
         let status = match captured.stop {
             Some(Stop::TimedOut) => RunStatus::TimedOut,
             Some(Stop::OutputLimit) => RunStatus::OutputLimit,
-            // 125 is the engine's own failure; Podman reports an OCI runtime that failed to
-            // start the container (crun on a hybrid cgroup host) as 126: the command never
-            // ran, so neither is an exit of its own.
-            None if exit_code == Some(125)
-                || exit_code == Some(126) && oci_runtime_failed(&captured.stderr) =>
-            {
+            None if engine_failed(exit_code, &captured.stderr) => {
                 let stderr = String::from_utf8_lossy(&captured.stderr);
                 return Err(classify(&self.spec, &stderr));
             }

@@ -16,7 +16,7 @@ fn config(dir: &Path, engine: &FakeEngine, timeout: u64) -> String {
     std::fs::write(
         &path,
         format!(
-            "image = \"localhost/tools:latest\"\nengine = \"{}\"\ntimeout = {timeout}\nmax_output_bytes = 4096\n\n[commands]\nok = [\"true\"]\nthree = [\"sh\", \"-c\", \"exit 3\"]\nflood = [\"yes\", \"flood\"]\nsleepy = [\"sleep\", \"30\"]\nengine_error = [\"sh\", \"-c\", \"echo 'Error response from daemon: boom' >&2; exit 125\"]\noom = [\"sh\", \"-c\", \"exit 137\"]\n",
+            "image = \"localhost/tools:latest\"\nengine = \"{}\"\ntimeout = {timeout}\nmax_output_bytes = 4096\n\n[commands]\nok = [\"true\"]\nthree = [\"sh\", \"-c\", \"exit 3\"]\nflood = [\"yes\", \"flood\"]\nsleepy = [\"sleep\", \"30\"]\nengine_error = [\"sh\", \"-c\", \"echo 'Error response from daemon: boom' >&2; exit 125\"]\noom = [\"sh\", \"-c\", \"exit 137\"]\nwarns = [\"sh\", \"-c\", \"echo first-warning >&2; exit 3\"]\ninterleaved = [\"sh\", \"-c\", \"echo err-1 >&2; echo out-1; echo err-2 >&2\"]\nslow_stderr = [\"sh\", \"-c\", \"echo slow-1 >&2; sleep 2; echo slow-2 >&2\"]\n",
             engine.path().display()
         ),
     )
@@ -176,4 +176,47 @@ fn two_runs_at_once_share_one_audit_log() {
         "three runs and the interrupted one: {}",
         crate::stdout(&verified)
     );
+}
+
+/// Issue 38: a refusal says its reason once, and an engine's own failure is said once, in
+/// agentguard's message (the copy held back from stderr is dropped); the command's own stderr
+/// is never dropped, whether it is the first output, before stdout, or alone for seconds.
+#[test]
+fn a_refusal_and_an_engine_failure_are_each_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FakeEngine::new();
+    let cfg = config(dir.path(), &engine, 30);
+    let count = |out: &Output, needle: &str| stderr(out).matches(needle).count();
+
+    let out = run(&cfg, "not_listed");
+    assert_eq!(count(&out, "command_not_allowed"), 1, "{}", stderr(&out));
+
+    let out = run(&cfg, "engine_error");
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(count(&out, "boom"), 1, "{}", stderr(&out));
+    assert_eq!(count(&out, "(engine_error)"), 1, "{}", stderr(&out));
+
+    let out = run(&cfg, "warns");
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(count(&out, "first-warning"), 1, "{}", stderr(&out));
+
+    let out = run(&cfg, "interleaved");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(
+        (count(&out, "err-1"), count(&out, "err-2")),
+        (1, 1),
+        "{err}"
+    );
+    assert!(err.find("err-1") < err.find("err-2"), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out-1\n");
+
+    let out = run(&cfg, "slow_stderr");
+    let err = stderr(&out);
+    assert_eq!(
+        (count(&out, "slow-1"), count(&out, "slow-2")),
+        (1, 1),
+        "{err}"
+    );
+    assert!(err.find("slow-1") < err.find("slow-2"), "{err}");
 }
