@@ -37,8 +37,9 @@ pub(crate) enum Command {
     /// Verify or show an audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
-    /// Check engines, runtimes (runsc), cgroups, and limits that would not apply.
-    Doctor,
+    /// Check engines, runtimes (runsc), cgroups, limits that would not apply, and what a
+    /// config needs (its image, each command's program, egress names, secrets, paths).
+    Doctor(DoctorArgs),
     /// Remove containers left behind by a crashed run.
     Gc(GcArgs),
     /// Serve the allowlisted commands as MCP tools on stdio (no free-form input at all).
@@ -69,6 +70,14 @@ pub(crate) enum Command {
 pub(crate) use crate::args_learn::{
     ConfigCommand, InitArgs, PolicyCommand, SuggestArgs, SuggestFormat, Template,
 };
+
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// The config to check (default: AGENTGUARD_CONFIG, else ./agentguard.toml when it
+    /// exists); a file named here that does not exist is a failed check.
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+}
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {

@@ -1,7 +1,6 @@
-//! `agentguard doctor`: what this machine's engines can enforce, whether the relay of
-//! `network = "egress"` runs is present and static, and a trivial hardened run of the
-//! configured image and whether each configured secret is present (never its value) when
-//! there is a config file; for a config with `engine = "kubernetes"`,
+//! `agentguard doctor [--config FILE]`: what this machine's engines can enforce, whether the
+//! relay of `network = "egress"` runs is present and static, and, when there is a config
+//! file, what that config needs (`checkup.rs`); for a config with `engine = "kubernetes"`,
 //! the cluster's checks instead (`agentguard_kubectl::doctor`), the NetworkPolicy canary
 //! included.
 
@@ -10,12 +9,15 @@ use std::path::PathBuf;
 use agentguard_container::doctor::{self, Finding, Level};
 use agentguard_sandbox::relay::RelayProgram;
 
+use crate::args::DoctorArgs;
 use crate::{config, exit, output};
 
-pub(crate) fn run() -> anyhow::Result<u8> {
+pub(crate) fn run(args: &DoctorArgs) -> anyhow::Result<u8> {
     let runtime = crate::signal::runtime()?;
-    let path = std::env::var_os("AGENTGUARD_CONFIG")
-        .map_or_else(|| PathBuf::from("agentguard.toml"), PathBuf::from);
+    let path = args.config.clone().unwrap_or_else(|| {
+        std::env::var_os("AGENTGUARD_CONFIG")
+            .map_or_else(|| PathBuf::from("agentguard.toml"), PathBuf::from)
+    });
     // A cluster config is checked on its cluster; the local engines do not matter to it.
     if path.exists()
         && let Ok(config) = config::load(&path)
@@ -32,55 +34,33 @@ pub(crate) fn run() -> anyhow::Result<u8> {
             &kubernetes.accept_weakened,
             &labels,
         ));
-        let failed = findings.iter().any(|f| f.level == Level::Fail);
-        write(findings)?;
-        return Ok(if failed { exit::FAILURE } else { exit::SUCCESS });
+        return write(findings);
     }
     let mut findings = runtime.block_on(doctor::diagnose());
     findings.push(relay());
-    // The trivial hardened run uses the image of the config in use, when there is one.
     if path.exists() {
         match config::load(&path) {
-            Ok(config) => {
-                findings.extend(secrets(config.commands.routes()));
-                findings.push(runtime.block_on(doctor::trial_run(&config.spec)));
-            }
+            Ok(config) => findings.extend(runtime.block_on(crate::checkup::config(&path, &config))),
             Err(e) => findings.push(Finding {
                 level: Level::Fail,
                 what: format!("{}: {e:#}", path.display()),
-                fix: "fix the config file".into(),
+                fix: "fix the config file (docs/config.md lists every key)".into(),
             }),
         }
+    } else if args.config.is_some() {
+        findings.push(Finding {
+            level: Level::Fail,
+            what: format!("no config file at {}", path.display()),
+            fix: "name an existing file, or write one with `agentguard init`".into(),
+        });
     } else {
         findings.push(Finding {
             level: Level::Warn,
-            what: format!("no config file at {} (or in AGENTGUARD_CONFIG): the trivial hardened run of its image was skipped", path.display()),
-            fix: "run `agentguard doctor` where agentguard.toml is, or set AGENTGUARD_CONFIG".into(),
+            what: format!("no config file at {} (or in AGENTGUARD_CONFIG): what a config needs was not checked", path.display()),
+            fix: "run `agentguard doctor --config FILE`, or run it where agentguard.toml is".into(),
         });
     }
-    let failed = findings.iter().any(|f| f.level == Level::Fail);
-    write(findings)?;
-    Ok(if failed { exit::FAILURE } else { exit::SUCCESS })
-}
-
-/// Each `[secrets]` entry: present and usable, or what is wrong (never its value).
-fn secrets(routes: &config::Routes) -> Vec<Finding> {
-    routes
-        .check_secrets()
-        .into_iter()
-        .map(|(name, source, problem)| match problem {
-            None => Finding {
-                level: Level::Ok,
-                what: format!("secret {name:?} ({source}) is present"),
-                fix: String::new(),
-            },
-            Some(problem) => Finding {
-                level: Level::Fail,
-                what: problem,
-                fix: format!("provide {source} before agentguard starts: runs with a route using {name:?} are refused until then"),
-            },
-        })
-        .collect()
+    write(findings)
 }
 
 /// The relay a `network = "egress"` run would use: `AGENTGUARD_RELAY`, or the built-in one.
@@ -110,11 +90,14 @@ fn relay() -> Finding {
     }
 }
 
-fn write(findings: Vec<Finding>) -> anyhow::Result<()> {
+/// One line per finding (`OK`, `WARN`, `FAIL`, then what was seen; a fix on the next line);
+/// exit 1 when any check failed.
+fn write(findings: Vec<Finding>) -> anyhow::Result<u8> {
+    let failed = findings.iter().any(|f| f.level == Level::Fail);
     output::write_lines(findings.into_iter().map(|f| {
         let tag = match f.level {
-            Level::Ok => "ok  ",
-            Level::Warn => "warn",
+            Level::Ok => "OK  ",
+            Level::Warn => "WARN",
             Level::Fail => "FAIL",
         };
         if f.fix.is_empty() {
@@ -123,5 +106,5 @@ fn write(findings: Vec<Finding>) -> anyhow::Result<()> {
             format!("{tag} {}\n     fix: {}", f.what, f.fix)
         }
     }))?;
-    Ok(())
+    Ok(if failed { exit::FAILURE } else { exit::SUCCESS })
 }

@@ -43,7 +43,7 @@ pub(crate) fn run(args: &InitArgs) -> anyhow::Result<u8> {
         .and_then(|()| file.sync_all())
         .with_context(|| format!("writing {}", path.display()))?;
     crate::output::note(&format!(
-        "agentguard: wrote {}; edit the image and the hosts, then `agentguard run --dry-run NAME` shows each command's engine line (docs/config.md)",
+        "agentguard: wrote {0}; edit the image and the hosts, then `agentguard doctor --config {0}` checks what it needs and `agentguard run --dry-run NAME` shows each command's engine line (docs/config.md)",
         path.display()
     ));
     Ok(exit::SUCCESS)

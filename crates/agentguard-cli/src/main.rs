@@ -4,6 +4,7 @@
 mod args;
 mod args_learn;
 mod audit;
+mod checkup;
 mod classify;
 mod cluster;
 mod cluster_mcp;
@@ -68,7 +69,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::EgressProxy(args) => egress::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Gc(args) => gc::run(&args),
-        Command::Doctor => doctor::run(),
+        Command::Doctor(args) => doctor::run(&args),
         Command::Mcp(args) => mcp::run(&args),
         Command::Tools(args) => mcp::tools(&args),
         Command::K8s(command) => k8s::run(&command),

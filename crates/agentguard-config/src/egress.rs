@@ -260,6 +260,11 @@ impl Commands {
         &self.routes
     }
 
+    /// `[egress] nameservers`, parsed (empty: the system resolver).
+    pub fn nameservers(&self) -> &[SocketAddr] {
+        &self.nameservers
+    }
+
     /// True when `[egress] nameservers` names any server.
     pub fn has_nameservers(&self) -> bool {
         !self.nameservers.is_empty()

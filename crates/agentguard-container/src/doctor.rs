@@ -32,7 +32,7 @@ pub struct Finding {
     pub fix: String,
 }
 
-fn finding(level: Level, what: impl Into<String>, fix: impl Into<String>) -> Finding {
+pub(crate) fn finding(level: Level, what: impl Into<String>, fix: impl Into<String>) -> Finding {
     Finding {
         level,
         what: what.into(),

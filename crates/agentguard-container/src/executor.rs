@@ -357,7 +357,7 @@ impl ContainerExecutor {
     }
 
     /// For `name@sha256:...` and `sha256:<id>`, checks the local image before running.
-    async fn verify_pin(&self) -> Result<(), RunError> {
+    pub(crate) async fn verify_pin(&self) -> Result<(), RunError> {
         let image = self.spec.image();
         let (format, want) = match self.spec.image_pin() {
             ImagePin::Tag => return Ok(()),

@@ -13,6 +13,7 @@
 mod argv;
 mod builder;
 mod capture;
+pub mod checkup;
 mod classify;
 pub mod doctor;
 mod effective;

@@ -261,9 +261,9 @@ fn doctor_checks_the_cluster_of_a_kubernetes_config_and_its_canary_lets_runs_go(
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
     for expected in [
-        "ok   namespace agentguard exists",
-        "ok   NetworkPolicy is enforced in agentguard",
-        "warn `pids` is weakened",
+        "OK   namespace agentguard exists",
+        "OK   NetworkPolicy is enforced in agentguard",
+        "WARN `pids` is weakened",
     ] {
         assert!(text.contains(expected), "{expected}: {text}");
     }

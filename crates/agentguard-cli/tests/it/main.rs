@@ -3,6 +3,7 @@
 mod audit;
 mod classify;
 mod cluster;
+mod doctor;
 mod egress;
 mod egress_run;
 mod exit_codes;

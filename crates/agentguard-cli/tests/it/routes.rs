@@ -477,7 +477,7 @@ async fn doctor_says_whether_each_secret_is_present_and_never_its_value() {
         let present = doctor(Some(SECRET));
         assert!(
             present.contains(&format!(
-                "ok   secret \"api\" (the variable {TOKEN_ENV}) is present"
+                "OK   secret \"api\" (the variable {TOKEN_ENV}) is present"
             )),
             "{present}"
         );

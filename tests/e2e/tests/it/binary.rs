@@ -151,7 +151,45 @@ fn doctors_trivial_hardened_run_of_the_configured_image_succeeds() -> Result<()>
     let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
     ensure!(
         said.lines()
-            .any(|l| l.starts_with("ok") && l.contains("a trivial hardened run of")),
+            .any(|l| l.starts_with("OK") && l.contains("a trivial hardened run of")),
+        "{said}"
+    );
+    Ok(())
+}
+
+/// Issue 38: `doctor --config` looks each command's program up inside the image, as its user
+/// with no network: one that is there is OK with its path, one that is not FAILs by name.
+#[test]
+fn doctor_config_fails_a_program_the_image_lacks() -> Result<()> {
+    let combo = combo_or_skip!("doctor_config_fails_a_program_the_image_lacks");
+    let dir = Folder::new(&combo.unique("doctor-config"), (0, 0))?;
+    let config = dir.join("agentguard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "image = \"{}\"\nengine = \"{}\"\n{}\n[commands]\nnoop = [\"true\"]\nghost = [\"agentguard-no-such-program\", \"--help\"]\n",
+            combo.probe_image,
+            combo.program(),
+            combo.runtime_line()
+        ),
+    )?;
+    let doctor = Command::new(&combo.binary)
+        .arg("doctor")
+        .arg("--config")
+        .arg(&config)
+        .env_remove("AGENTGUARD_CONFIG")
+        .output()?;
+    let said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    ensure!(doctor.status.code() == Some(1), "{said}");
+    ensure!(
+        said.lines().any(|l| l.starts_with("OK")
+            && l.contains("command noop: its program true is /")
+            && l.contains("executable by uid 65534")),
+        "{said}"
+    );
+    ensure!(
+        said.lines().any(|l| l.starts_with("FAIL")
+            && l.contains("command ghost: its program agentguard-no-such-program is not in image")),
         "{said}"
     );
     Ok(())
