@@ -16,7 +16,8 @@ pub enum ValueType {
     NumberOrNull,
     /// An array of strings.
     Strings,
-    /// An object whose values are strings or integers (a command's param values).
+    /// An object whose values are strings or integers (a command's param values, the
+    /// invoker).
     Params,
 }
 
@@ -86,4 +87,9 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("events", ValueType::Number),
     ("refused", ValueType::Number),
     ("missing", ValueType::Number),
+    ("image_id", ValueType::String),
+    ("argv", ValueType::Strings),
+    ("config_sha256", ValueType::String),
+    ("invoker", ValueType::Params),
+    ("agentguard_version", ValueType::String),
 ];

@@ -18,6 +18,7 @@ mod keys;
 mod log;
 mod options;
 mod problem;
+mod provenance;
 mod sink;
 mod stream;
 mod time;
@@ -34,6 +35,7 @@ pub use file::open_regular;
 pub use log::AuditLog;
 pub use options::{Durability, LogOptions, Repair};
 pub use problem::{Problem, ProblemKind};
+pub use provenance::{AGENTGUARD_VERSION, canonical_sha256, invoker, sha256_hex};
 pub use sink::{AuditSink, MemorySink, Receipt};
 pub use stream::{
     LISTENING_PREFIX, Read, STREAM_VERSION, StreamReader, StreamSink, StreamSummary, note_line,

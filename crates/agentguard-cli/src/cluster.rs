@@ -38,6 +38,7 @@ pub(crate) fn run(
     let (job, labels) = identity(&config.spec);
     let record = |event: Event| -> anyhow::Result<()> {
         if let Some(sink) = &audit {
+            let event = event.provenance(Some(config.commands.config_sha256()), None);
             sink.record(on_cluster(event, kubernetes, &job))?;
         }
         Ok(())
@@ -134,7 +135,13 @@ pub(crate) fn ended_event(
     outcome: &Outcome,
 ) -> Event {
     let event = match outcome {
-        Ok(Ok(ran)) => ran_event(ran, name, image),
+        Ok(Ok(ran)) => {
+            let event = ran_event(ran, name, image).argv(invocation.argv());
+            match &ran.image_id {
+                Some(id) => event.data("image_id", id.as_str()),
+                None => event,
+            }
+        }
         Ok(Err(refused)) => {
             Event::container_run(Decision::Deny, "weakened_not_accepted", name, image)
                 .data("weakened", vec![refused.0.name()])

@@ -27,6 +27,7 @@ pub(crate) struct ClusterRunner {
     /// Each command's network on the cluster, decided at start.
     networks: BTreeMap<String, RunNetwork>,
     audit: Option<Arc<dyn AuditSink>>,
+    config_sha256: String,
 }
 
 impl ClusterRunner {
@@ -47,14 +48,17 @@ impl ClusterRunner {
             spec: config.spec.clone(),
             networks,
             audit,
+            config_sha256: config.commands.config_sha256().to_owned(),
         })
     }
 
-    /// Records `event` of the run `job`, with where it went; the error says why it could not.
-    fn record(&self, event: Event, job: &str) -> Result<(), String> {
+    /// Records `event` of the run `job` asked for by `client`, with where it went and who; the
+    /// error says why it could not.
+    fn record(&self, event: Event, job: &str, client: Option<&str>) -> Result<(), String> {
         let Some(sink) = &self.audit else {
             return Ok(());
         };
+        let event = event.provenance(Some(&self.config_sha256), client);
         sink.record(on_cluster(event, &self.cluster.kubernetes, job))
             .map(drop)
             .map_err(|error| error_chain(&error))
@@ -90,7 +94,7 @@ impl ClusterRunner {
             return Err(audit_failed(name, &error_chain(&error)));
         }
         let event = ended_event(name, self.spec.image(), invocation, &outcome);
-        self.record(event, &identity.name)
+        self.record(event, &identity.name, identity.client.as_deref())
             .map_err(|why| audit_failed(name, &why))?;
         match outcome {
             Ok(Ok(ran)) => Ok(Finished {
@@ -148,6 +152,6 @@ impl Runner for ClusterRunner {
 
     fn record_stopped(&self, name: &str, container: &str, reason: &str) -> Result<(), String> {
         let event = Event::container_run(Decision::Error, reason, name, self.spec.image());
-        self.record(event, container)
+        self.record(event, container, None)
     }
 }

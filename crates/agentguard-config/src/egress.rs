@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 use crate::commands::CommandEntry;
 use crate::error::KeyError;
+use crate::policy::{check_patterns, check_ports, policy_from};
 
 /// Overrides the built-in relay with a relay program file.
 pub const RELAY_ENV: &str = "AGENTGUARD_RELAY";
@@ -99,6 +100,9 @@ pub struct Commands {
     /// `[secrets]` and `[routes]`, and the routes each command is granted.
     routes: super::Routes,
     command_routes: BTreeMap<String, Vec<String>>,
+    /// The SHA-256 of the config these came from (`from_text`, `from_json`), for every
+    /// `container_run` event.
+    pub(crate) config_sha256: String,
 }
 
 impl Commands {
@@ -123,6 +127,7 @@ impl Commands {
             descriptions: BTreeMap::new(),
             routes,
             command_routes: BTreeMap::new(),
+            config_sha256: String::new(),
         };
         check_ports("[egress] allow_ports", out.egress.allow_ports.as_deref())?;
         check_patterns("[egress] allow", &out.egress.allow)?;
@@ -255,6 +260,11 @@ impl Commands {
         ))
     }
 
+    /// The SHA-256 of the config file's bytes (of the canonical JSON for `from_json`).
+    pub fn config_sha256(&self) -> &str {
+        &self.config_sha256
+    }
+
     /// The `[secrets]` and `[routes]` of the config.
     pub fn routes(&self) -> &super::Routes {
         &self.routes
@@ -286,7 +296,8 @@ impl Commands {
         let egress = &self.egress;
         let mut builder = Sandbox::builder(spec)
             .streaming(streaming)
-            .network(self.network);
+            .network(self.network)
+            .config_sha256(self.config_sha256.clone());
         if let Some(sink) = audit {
             builder = builder.audit(sink);
         }
@@ -345,52 +356,9 @@ pub(crate) fn commands(
     )
 }
 
-/// Refuses `KEY = []`: an empty port list would otherwise mean the default, 443.
-pub fn check_ports(key: &str, ports: Option<&[u16]>) -> Result<(), KeyError> {
-    match ports {
-        Some([]) => Err(KeyError::new(
-            key,
-            "[] (an empty list) allows no port; name at least one (for example [443]) or remove the key for the default, 443",
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// Checks each host pattern of `key` at load, so a bad one is refused before anything starts
-/// on any target (a local engine or a cluster).
-fn check_patterns(key: &str, patterns: &[String]) -> Result<(), KeyError> {
-    for pattern in patterns {
-        agentguard_policy::HostPattern::parse(pattern)
-            .map_err(|e| KeyError::new(key, e.to_string()))?;
-    }
-    Ok(())
-}
-
 /// Where run folders are made: `AGENTGUARD_RUN_DIR`, or the sandbox's default.
 pub fn runs_dir() -> PathBuf {
     std::env::var_os(RUN_DIR_ENV)
         .filter(|p| !p.is_empty())
         .map_or_else(agentguard_sandbox::run_dir::default_runs_dir, PathBuf::from)
-}
-
-/// One validated policy from lists of hosts, ports and CIDRs, as the flags and the config's
-/// `[fetch]` table give them; `names` are the words errors carry (the CIDR key, the hosts').
-pub fn policy_from(
-    hosts: &[String],
-    ports: &[u16],
-    cidrs: &[String],
-    names: (&str, &str),
-) -> anyhow::Result<TargetPolicy> {
-    let mut builder = TargetPolicy::builder();
-    for host in hosts {
-        builder = builder.allow(host);
-    }
-    for port in ports {
-        builder = builder.allow_port(*port);
-    }
-    for cidr in cidrs {
-        let net = parse_cidr(cidr).with_context(|| names.0.to_owned())?;
-        builder = builder.allow_cidr(net);
-    }
-    builder.build().with_context(|| names.1.to_owned())
 }

@@ -21,8 +21,10 @@ mod commands;
 mod egress;
 mod error;
 mod hint;
+mod json;
 mod kubernetes;
 mod params;
+mod policy;
 mod route_env;
 mod routes;
 mod target;
@@ -31,11 +33,11 @@ mod workspace;
 pub use audit_log::{key_from_env, open_log, runs_log};
 pub use cluster_routes::proxy_route;
 pub use commands::{CommandEntry, CommandTable};
-pub use egress::{
-    Commands, EgressTable, FetchTable, RELAY_ENV, RUN_DIR_ENV, check_ports, policy_from, runs_dir,
-};
+pub use egress::{Commands, EgressTable, FetchTable, RELAY_ENV, RUN_DIR_ENV, runs_dir};
 pub use error::{ConfigError, KeyError};
+pub use json::from_json;
 pub use kubernetes::KubernetesConfig;
+pub use policy::{check_ports, policy_from};
 pub use routes::{RouteTable, Routes, SecretCheck, SecretSource};
 
 /// A number or a string (`cpus = 1`, `cpus = "1.5"`).
@@ -70,7 +72,7 @@ struct AuditTable {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct File {
+pub(crate) struct File {
     image: String,
     engine: Option<String>,
     runtime: Option<String>,
@@ -226,47 +228,25 @@ fn relative_to(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
-/// The configuration in `text`, read from `path` (relative paths are relative to it).
+/// The configuration in `text`, read from `path` (relative paths are relative to it); its
+/// `config_sha256` is the SHA-256 of `text`'s bytes.
 pub fn from_text(text: &str, path: &Path) -> anyhow::Result<RunConfig> {
     let base = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    from_file(parse(text, path)?, path, base)
-}
-
-/// The configuration in `json`, one JSON object with the config file's keys and values (what
-/// the Python package builds from its keyword arguments). Errors name the key path
-/// (`commands.run_tests.params.n`) after `origin` (the name shown, such as
-/// `ContainerExecutor`); relative paths are relative to `base`.
-pub fn from_json(json: &str, origin: &str, base: &Path) -> anyhow::Result<RunConfig> {
-    let mut de = serde_json::Deserializer::from_str(json);
-    let file: File = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let key = e.path().to_string();
-        // serde_json's position in the generated JSON means nothing to the caller; the key
-        // path says where.
-        let inner = e.into_inner();
-        let mut message = inner.to_string();
-        let position = format!(" at line {} column {}", inner.line(), inner.column());
-        if let Some(cut) = message.strip_suffix(&position) {
-            message = cut.to_owned();
-        }
-        let message = hint::with_hint(message);
-        ConfigError::Parse {
-            path: PathBuf::from(origin),
-            message: if key == "." {
-                message
-            } else {
-                format!("{key}: {message}")
-            },
-        }
-    })?;
-    from_file(file, Path::new(origin), base)
+    let digest = agentguard_audit::sha256_hex(text.as_bytes());
+    from_file(parse(text, path)?, path, base, digest)
 }
 
 /// The configuration of a parsed `file`, named `path` in errors, its relative paths relative
 /// to `base`.
-fn from_file(mut file: File, path: &Path, base: &Path) -> anyhow::Result<RunConfig> {
+pub(crate) fn from_file(
+    mut file: File,
+    path: &Path,
+    base: &Path,
+    config_sha256: String,
+) -> anyhow::Result<RunConfig> {
     let resolve = |p: &Path| relative_to(base, p);
     let in_file = |source| ConfigError::Spec {
         path: path.to_owned(),
@@ -280,12 +260,7 @@ fn from_file(mut file: File, path: &Path, base: &Path) -> anyhow::Result<RunConf
     let kubernetes = kubernetes::check_weakened(&file.accept_weakened, on_cluster)
         .and_then(|()| kubernetes::from_file(on_cluster, file.kubernetes.take()))
         .map_err(parse_error)?;
-    let engine = match &file.engine {
-        // On a cluster the engine CLI is kubectl: the spec names no local engine.
-        Some(_) if on_cluster => None,
-        Some(e) => Some(Engine::parse(e).map_err(in_file)?),
-        None => Some(Engine::detect()?),
-    };
+    let engine = local_engine(file.engine.as_deref(), on_cluster, path)?;
     let mode = match &file.workspace_mode {
         Some(m) => WorkspaceMode::parse(m).map_err(in_file)?,
         None => WorkspaceMode::ReadOnly,
@@ -311,13 +286,14 @@ fn from_file(mut file: File, path: &Path, base: &Path) -> anyhow::Result<RunConf
         path: resolve(&a.path),
         key_env: a.key_env.clone(),
     });
-    let commands = egress::commands(&mut file, on_cluster, resolve).map_err(parse_error)?;
+    let mut commands = egress::commands(&mut file, on_cluster, resolve).map_err(parse_error)?;
+    commands.config_sha256 = config_sha256;
     let fetch = file.fetch.take().map(|mut fetch| {
         fetch.ca_file = fetch.ca_file.as_deref().map(resolve);
         fetch
     });
     if let Some(fetch) = &fetch {
-        egress::check_ports("[fetch] allow_ports", fetch.allow_ports.as_deref())
+        policy::check_ports("[fetch] allow_ports", fetch.allow_ports.as_deref())
             .map_err(parse_error)?;
     }
     let has_workspace = file.workspace.is_some() || claim;
@@ -343,6 +319,26 @@ fn from_file(mut file: File, path: &Path, base: &Path) -> anyhow::Result<RunConf
         target,
         audit,
     })
+}
+
+/// The engine of a local target (`engine`, or the one found on PATH: none there is the
+/// engine's own error, not the file's); none on a cluster, whose engine CLI is kubectl.
+fn local_engine(
+    engine: Option<&str>,
+    on_cluster: bool,
+    path: &Path,
+) -> anyhow::Result<Option<Engine>> {
+    match engine {
+        Some(_) if on_cluster => Ok(None),
+        Some(e) => Engine::parse(e).map(Some).map_err(|source| {
+            ConfigError::Spec {
+                path: path.to_owned(),
+                source,
+            }
+            .into()
+        }),
+        None => Ok(Some(Engine::detect()?)),
+    }
 }
 
 /// The commands, environment and limits: each passed to the builder, which parses it.

@@ -80,3 +80,34 @@ fn config_errors_name_their_key_as_a_typed_value() {
         assert!(!error.message.is_empty());
     }
 }
+
+/// Issue 37: `config_sha256` of keyword arguments is of their canonical JSON, so the order of
+/// keys and the spacing do not change it and a changed value does.
+#[test]
+fn a_json_configs_digest_is_of_its_canonical_form() {
+    let digest = |json: &str| {
+        from_json(json, "ContainerExecutor", Path::new("/"))
+            .unwrap()
+            .commands
+            .config_sha256()
+            .to_owned()
+    };
+    let a = digest(
+        r#"{"image": "localhost/tools:1", "engine": "docker", "commands": {"x": ["true"], "y": ["false"]}}"#,
+    );
+    let b = digest(
+        r#"{"commands":{"y":["false"],"x":["true"]},"engine":"docker","image":"localhost/tools:1"}"#,
+    );
+    let c = digest(
+        r#"{"image": "localhost/tools:2", "engine": "docker", "commands": {"x": ["true"], "y": ["false"]}}"#,
+    );
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert_eq!(a.len(), 64);
+    let text = "image = \"localhost/tools:1\"\nengine = \"docker\"\n[commands]\nx = [\"true\"]\n";
+    let from_text = from_text(text, Path::new("/agentguard.toml")).unwrap();
+    assert_eq!(
+        from_text.commands.config_sha256(),
+        agentguard_audit::sha256_hex(text.as_bytes())
+    );
+}

@@ -67,6 +67,13 @@ pub struct RunIdentity {
     /// What hidden workspace paths are masked with, and the paths found at the run's start
     /// (`None`: the run masks nothing; a spec with hidden patterns then refuses to run).
     pub masks: Option<Masks>,
+    /// The ID of the image this run uses in place of the spec's reference, read from the
+    /// engine just before the run (set by the executor; `None`: the reference, as `--dry-run`
+    /// shows it).
+    pub image_id: Option<String>,
+    /// Who asked for this run, as its front end knows it (an MCP client's `name/version`):
+    /// the `container_run` event's `invoker.client`.
+    pub client: Option<String>,
 }
 
 /// The masks of one run: an empty read-only file and an empty read-only folder on the host
@@ -195,16 +202,17 @@ impl ContainerSpec {
         }
 
         // The image's ENTRYPOINT could reinterpret the argv, so argv[0] (or the relay, which
-        // execs it) replaces it.
+        // execs it) replaces it. The image is named by the ID the executor read, when it did.
+        let image = identity.image_id.as_deref().unwrap_or(&self.image);
         match &identity.relay {
             None => {
-                args.push(&["--entrypoint", &argv[0], &self.image]);
+                args.push(&["--entrypoint", &argv[0], image]);
                 args.0.extend(argv[1..].iter().cloned());
             }
             Some(relay) => {
                 self.relay(&mut args, relay, podman);
                 let port = relay.port.to_string();
-                args.push(&["--entrypoint", RELAY_TARGET, &self.image]);
+                args.push(&["--entrypoint", RELAY_TARGET, image]);
                 args.push(&[&port, PROXY_SOCKET_TARGET, "--"]);
                 args.0.extend(argv.iter().cloned());
             }

@@ -16,7 +16,6 @@ use agentguard_policy::CommandAllowlist;
 
 use crate::doctor::{Finding, Level, finding};
 use crate::error::RunError;
-use crate::process::run_quiet;
 use crate::spec::{ContainerSpec, ImagePin, WorkspaceMode};
 use crate::values::UserIds;
 
@@ -30,29 +29,19 @@ const LOOKUP: &str = r#"p=$1; n=; case $p in */*) f=$p ;; *) f=; IFS=:; for d in
 pub async fn image(spec: &ContainerSpec) -> Finding {
     let image = spec.image();
     let engine = spec.engine().kind;
-    let inspect = spec.engine_command(&["image", "inspect", "--format", "{{.Id}}", image]);
-    let output = match run_quiet(&inspect).await {
-        Ok(output) => output,
+    let id = match crate::image::resolve(spec).await {
+        Ok(id) => format!("sha256:{}", id.trim_start_matches("sha256:")),
         Err(e) => {
-            return finding(
-                Level::Fail,
-                format!("inspecting image {image} with {engine} failed: {e}"),
-                "see the engine lines above",
-            );
+            let fix = match e {
+                RunError::MissingImage { .. } => format!(
+                    "build or load it (`{engine} build -t {image} .`, `{engine} load -i FILE`), then pin it by ID or digest"
+                ),
+                RunError::ImagePin { .. } => "load the pinned image, or pin the one present".into(),
+                _ => "see the message".into(),
+            };
+            return finding(Level::Fail, format!("image {image}: {e}"), fix);
         }
     };
-    if !output.status.success() {
-        let error = crate::classify::classify(spec, &String::from_utf8_lossy(&output.stderr));
-        let fix = match error {
-            RunError::MissingImage { .. } => format!(
-                "build or load it (`{engine} build -t {image} .`, `{engine} load -i FILE`), then pin it by ID or digest"
-            ),
-            _ => "see the message".into(),
-        };
-        return finding(Level::Fail, format!("image {image}: {error}"), fix);
-    }
-    let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    let id = format!("sha256:{}", id.trim_start_matches("sha256:"));
     match spec.image_pin() {
         ImagePin::Tag => finding(
             Level::Warn,
@@ -61,21 +50,11 @@ pub async fn image(spec: &ContainerSpec) -> Finding {
             ),
             format!("pin it: image = \"{id}\" (or NAME@sha256:DIGEST)"),
         ),
-        _ => match crate::ContainerExecutor::new(spec.clone())
-            .verify_pin()
-            .await
-        {
-            Ok(()) => finding(
-                Level::Ok,
-                format!("image {image} is present and its pin matches ({id})"),
-                "",
-            ),
-            Err(e) => finding(
-                Level::Fail,
-                format!("image {image}: {e}"),
-                "load the pinned image, or pin the one present",
-            ),
-        },
+        _ => finding(
+            Level::Ok,
+            format!("image {image} is present and its pin matches ({id})"),
+            "",
+        ),
     }
 }
 

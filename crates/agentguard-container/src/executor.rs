@@ -13,17 +13,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentguard_audit::{AuditSink, Decision, Event, error_chain};
+use agentguard_audit::AuditSink;
 
-use agentguard_policy::{Arg, Invocation, Value};
+use agentguard_policy::{Arg, Invocation};
 
 use crate::argv::{EngineCommand, RunIdentity};
 use crate::capture::{OutputMeter, Plan, Stop, capture, copy_held};
 use crate::classify::{classify, engine_failed};
 use crate::error::RunError;
-use crate::process::{run_quiet, spawn_command};
+use crate::process::spawn_command;
+use crate::record::Ran;
 use crate::result::{RunResult, RunStatus};
-use crate::spec::{ContainerSpec, ImagePin};
+use crate::spec::ContainerSpec;
 
 /// How long output may keep flowing after agentguard killed a container, and how long the
 /// client may take to exit after its output closed, unless set otherwise.
@@ -35,6 +36,7 @@ pub struct ContainerExecutor {
     audit: Option<Arc<dyn AuditSink>>,
     streaming: Streaming,
     drain_grace: Duration,
+    config_sha256: Option<String>,
 }
 
 /// Whether a run's output is copied to this process's stdout and stderr as it arrives.
@@ -67,6 +69,7 @@ impl ContainerExecutor {
             audit: None,
             streaming: Streaming::Off,
             drain_grace: DEFAULT_DRAIN_GRACE,
+            config_sha256: None,
         }
     }
 
@@ -90,6 +93,12 @@ impl ContainerExecutor {
         self
     }
 
+    /// The SHA-256 of the config in force, written into every `container_run` event.
+    pub fn with_config_sha256(mut self, digest: impl Into<String>) -> ContainerExecutor {
+        self.config_sha256 = Some(digest.into());
+        self
+    }
+
     /// The spec.
     pub fn spec(&self) -> &ContainerSpec {
         &self.spec
@@ -105,7 +114,11 @@ impl ContainerExecutor {
     pub fn invoke(&self, name: &str, args: &[(String, Arg)]) -> Result<Invocation, RunError> {
         self.spec.invoke(name, args).or_else(|denial| {
             let error = RunError::Denied(denial);
-            self.record(name, &[], Err(&error))?;
+            let what = Ran {
+                name,
+                ..Ran::default()
+            };
+            self.record(&what, Err(&error))?;
             Err(error)
         })
     }
@@ -140,7 +153,17 @@ impl ContainerExecutor {
         let engine = self.spec.engine().clone();
         let global = self.spec.global_args();
         let sweeper = tokio::spawn(async move { crate::gc::sweep(&engine, &global, false).await });
-        let outcome = match spec.prepare_run(identity) {
+        let prepared = match self.before_start().await {
+            Ok(image_id) => spec
+                .prepare_run(identity)
+                .map(|identity| RunIdentity {
+                    image_id: Some(image_id),
+                    ..identity
+                })
+                .map_err(RunError::Paths),
+            Err(error) => Err(error),
+        };
+        let (outcome, ran) = match prepared {
             Ok(identity) => {
                 let command = spec.run_command(invocation, &identity);
                 let run = Run {
@@ -149,9 +172,9 @@ impl ContainerExecutor {
                     command: &command,
                     identity: &identity,
                 };
-                self.execute(run, meter).await
+                (self.execute(run, meter).await, Some(identity))
             }
-            Err(error) => Err(RunError::Paths(error)),
+            Err(error) => (Err(error), None),
         };
         match sweeper.await {
             Ok(Ok(stale)) if !stale.is_empty() => {
@@ -160,49 +183,32 @@ impl ContainerExecutor {
             Ok(Err(e)) => tracing::warn!(error = %e, "sweeping stale containers failed"),
             _ => {}
         }
-        self.record(invocation.command(), invocation.params(), outcome.as_ref())?;
+        let what = Ran {
+            name: invocation.command(),
+            params: invocation.params(),
+            argv: ran.as_ref().map(|_| invocation.argv()),
+            image_id: ran.as_ref().and_then(|i| i.image_id.as_deref()),
+            client: identity.client.as_deref(),
+            config_sha256: None,
+        };
+        self.record(&what, outcome.as_ref())?;
         outcome
     }
 
-    /// Records the outcome of a run of `name` with `params`, when there is a sink.
+    /// Records a run's `container_run` event, when there is a sink.
     fn record(
         &self,
-        name: &str,
-        params: &[(String, Value)],
+        what: &Ran<'_>,
         outcome: Result<&RunResult, &RunError>,
     ) -> Result<(), RunError> {
         let Some(sink) = &self.audit else {
             return Ok(());
         };
-        let image = self.spec.image();
-        // Accepted with `accept_weakened = ["limits"]`: the event says the limits did not apply.
-        let weakened = self.spec.unenforced_limits().is_some();
-        let ran = |r: &RunResult, reason: &str| {
-            let mut event = Event::container_run(Decision::Allow, reason, name, image);
-            if weakened {
-                event = event.data("weakened", vec!["limits"]);
-            }
-            event
-                .params(params)
-                .data("run_status", r.status.as_str())
-                .data("exit_code", r.exit_code)
-                .data("duration_ms", r.duration.as_millis() as u64)
-                .data("truncated", r.truncated)
-                .data("container", r.container.as_str())
+        let what = Ran {
+            config_sha256: self.config_sha256.as_deref(),
+            ..*what
         };
-        let event = match outcome {
-            Ok(r) => ran(r, r.status.as_str()),
-            Err(RunError::Failed(r)) => ran(r, "command_failed"),
-            Err(RunError::Denied(d)) => {
-                Event::container_run(Decision::Deny, d.reason.code(), name, image)
-                    .params(params)
-                    .data("message", d.message.as_str())
-            }
-            Err(e) => Event::container_run(Decision::Error, e.reason(), name, image)
-                .params(params)
-                .data("message", error_chain(e)),
-        };
-        sink.record(event)?;
+        sink.record(crate::record::container_run(&self.spec, &what, outcome))?;
         Ok(())
     }
 
@@ -220,12 +226,14 @@ impl ContainerExecutor {
         let Some(sink) = &self.audit else {
             return Ok(());
         };
-        let mut event = Event::container_run(Decision::Error, reason, name, self.spec.image())
-            .data("container", container);
-        if let Some(signal) = signal {
-            event = event.data("signal", signal);
-        }
-        sink.record(event)?;
+        let what = Ran {
+            name,
+            config_sha256: self.config_sha256.as_deref(),
+            ..Ran::default()
+        };
+        sink.record(crate::record::stopped(
+            &self.spec, &what, container, reason, signal,
+        ))?;
         Ok(())
     }
 
@@ -241,7 +249,6 @@ impl ContainerExecutor {
             command: invocation,
             identity,
         } = run;
-        self.before_start().await?;
         let started = Instant::now();
         // The descriptors a kill needs are held from before the start until the kill.
         let reserve = crate::process::Reserve::take()
@@ -308,8 +315,8 @@ impl ContainerExecutor {
     }
 
     /// What must hold before any engine starts: limits this engine would enforce (or their
-    /// weakening accepted), and the image the pin names.
-    async fn before_start(&self) -> Result<(), RunError> {
+    /// weakening accepted), and the image the pin names; its ID, which the run then uses.
+    async fn before_start(&self) -> Result<String, RunError> {
         if let Some(why) = self.spec.unenforced_limits()
             && !self.spec.accepts_weakened_limits()
         {
@@ -318,7 +325,7 @@ impl ContainerExecutor {
                 why,
             });
         }
-        self.verify_pin().await
+        crate::image::resolve(&self.spec).await
     }
 
     /// The result, or with `check` a failed one as an error.
@@ -353,48 +360,6 @@ impl ContainerExecutor {
                     ),
                 })
             }
-        }
-    }
-
-    /// For `name@sha256:...` and `sha256:<id>`, checks the local image before running.
-    pub(crate) async fn verify_pin(&self) -> Result<(), RunError> {
-        let image = self.spec.image();
-        let (format, want) = match self.spec.image_pin() {
-            ImagePin::Tag => return Ok(()),
-            ImagePin::Digest(d) => ("{{json .RepoDigests}}", format!("@sha256:{d}")),
-            ImagePin::Id(id) => ("{{.Id}}", format!("sha256:{id}")),
-        };
-        let output = run_quiet(
-            &self
-                .spec
-                .engine_command(&["image", "inspect", "--format", format, image]),
-        )
-        .await
-        .map_err(|source| RunError::Io {
-            action: "inspecting the image",
-            source,
-        })?;
-        if !output.status.success() {
-            return Err(classify(
-                &self.spec,
-                &String::from_utf8_lossy(&output.stderr),
-            ));
-        }
-        let seen = String::from_utf8_lossy(&output.stdout);
-        let matches = match self.spec.image_pin() {
-            // Docker prints `sha256:<id>`, Podman the bare ID.
-            ImagePin::Id(_) => {
-                seen.trim().trim_start_matches("sha256:") == want.trim_start_matches("sha256:")
-            }
-            _ => seen.contains(&want),
-        };
-        if matches {
-            Ok(())
-        } else {
-            Err(RunError::ImagePin {
-                image: image.to_owned(),
-                reason: format!("the local image has {}", seen.trim()),
-            })
         }
     }
 }

@@ -103,6 +103,8 @@ pub(crate) fn identity(timeout: Duration) -> RunIdentity {
         .saturating_add(Duration::from_secs(60));
     RunIdentity {
         masks: None,
+        image_id: None,
+        client: None,
         name: format!(
             "agentguard-{pid}-{}-{}",
             now.as_millis() % 1_000_000_000,

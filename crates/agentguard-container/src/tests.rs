@@ -14,6 +14,8 @@ fn identity() -> RunIdentity {
         labels: vec![("agentguard.owner".into(), "4242".into())],
         relay: None,
         masks: None,
+        image_id: None,
+        client: None,
     }
 }
 

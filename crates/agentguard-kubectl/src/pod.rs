@@ -47,6 +47,8 @@ pub(crate) struct Watched {
     pub(crate) ended: Ended,
     pub(crate) logs: Vec<u8>,
     pub(crate) truncated: bool,
+    /// The run container's `imageID` as the pod's status gave it, once it did.
+    pub(crate) image_id: Option<String>,
 }
 
 /// Watches the pod of Job `run` until it ends, the `deadline` passes or its log passes `cap`.
@@ -58,14 +60,21 @@ pub(crate) async fn watch(
 ) -> Result<Watched> {
     let deadline = Instant::from_std(deadline);
     let mut logs: Option<LogStream> = None;
+    let mut image_id: Option<String> = None;
     loop {
         if Instant::now() >= deadline {
-            return Ok(finish(logs, Ended::TimedOut, cap));
+            return Ok(finish(logs, Ended::TimedOut, cap, image_id));
         }
         let pods = kubectl
             .list("pods", &[(LABEL_RUN, run), (JOB_NAME, run)])
             .await?;
         if let Some(pod) = pods.first() {
+            if let Some(id) = container_status(pod)["imageID"]
+                .as_str()
+                .filter(|id| !id.is_empty())
+            {
+                image_id = Some(id.to_owned());
+            }
             let state = &container_status(pod)["state"];
             if let Some(reason) = state["waiting"]["reason"].as_str()
                 && FATAL_WAITING.contains(&reason)
@@ -101,7 +110,7 @@ pub(crate) async fn watch(
                 } else {
                     Ended::Exited { code, reason }
                 };
-                return Ok(finish(logs, ended, cap));
+                return Ok(finish(logs, ended, cap, image_id));
             }
         }
         let next = deadline.min(Instant::now() + POLL);
@@ -109,7 +118,7 @@ pub(crate) async fn watch(
             Some(stream) => {
                 stream.read_until(next).await;
                 if stream.over() {
-                    return Ok(finish(logs, Ended::OutputLimit, cap));
+                    return Ok(finish(logs, Ended::OutputLimit, cap, image_id));
                 }
                 if stream.ended {
                     tokio::time::sleep_until(next).await;
@@ -128,7 +137,7 @@ fn container_status(pod: &Value) -> &Value {
         .unwrap_or(&Value::Null)
 }
 
-fn finish(logs: Option<LogStream>, ended: Ended, cap: usize) -> Watched {
+fn finish(logs: Option<LogStream>, ended: Ended, cap: usize, image_id: Option<String>) -> Watched {
     let mut bytes = logs.map(|l| l.bytes).unwrap_or_default();
     let truncated = bytes.len() > cap;
     bytes.truncate(cap);
@@ -136,6 +145,7 @@ fn finish(logs: Option<LogStream>, ended: Ended, cap: usize) -> Watched {
         ended,
         logs: bytes,
         truncated,
+        image_id,
     }
 }
 

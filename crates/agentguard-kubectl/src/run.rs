@@ -35,6 +35,8 @@ pub struct Ran {
     pub weakened: Vec<Weakened>,
     /// For an egress run given a sink: how its proxy's stream of decisions came back.
     pub proxy: Option<ProxyStream>,
+    /// The run container's `imageID` from the pod's status (the image the node ran).
+    pub image_id: Option<String>,
 }
 
 /// A refusal before anything is created: a seed default the cluster cannot keep that the
@@ -139,6 +141,7 @@ async fn run_checked(
         },
         weakened: manifests.weakened,
         proxy,
+        image_id: watched.image_id,
     }))
 }
 

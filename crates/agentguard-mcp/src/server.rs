@@ -207,7 +207,11 @@ impl McpServer {
             Err(outcome) => return Concluded::new(outcome),
         };
         let meter = OutputMeter::new();
-        let identity = sandbox.identity();
+        let mut identity = sandbox.identity();
+        // The run's `container_run` names the client too (`invoker.client`).
+        identity.client = context
+            .client_info()
+            .map(|c| format!("{}/{}", c.name, c.version));
         let mut guard = RunGuard::new(self.clone(), identity.name.clone());
         let ended = self.wait(&invocation, &identity, &meter, context).await;
         let outcome = self.conclude(&invocation, &identity.name, ended).await;

@@ -95,6 +95,13 @@ def test_an_unknown_name_is_not_allowed_and_never_reaches_the_engine(
     assert [(r["kind"], r["decision"], r["reason"]) for r in records] == [
         ("container_run", "deny", "command_not_allowed")
     ] * 2
+    # Each says which config and who (issue 37): the digest of the keyword arguments'
+    # canonical JSON, and this Python process as the invoker.
+    digests = {r["data"]["config_sha256"] for r in records}
+    assert len(digests) == 1 and len(next(iter(digests))) == 64, records
+    invoker = records[0]["data"]["invoker"]
+    assert invoker["pid"] == os.getpid() and invoker["uid"] == os.getuid(), invoker
+    assert records[0]["data"]["agentguard_version"], records[0]
     # The CLI's verifier reads the log the Python package wrote: one format.
     cli = os.environ.get("AGENTGUARD_PY_CLI")
     if cli is None:

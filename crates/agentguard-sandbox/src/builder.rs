@@ -45,6 +45,7 @@ pub struct SandboxBuilder {
     routes: BTreeMap<String, Granted>,
     relay: Option<RelayProgram>,
     runs_dir: Option<PathBuf>,
+    config_sha256: Option<String>,
 }
 
 impl Sandbox {
@@ -62,6 +63,7 @@ impl Sandbox {
             commands: BTreeMap::new(),
             routes: BTreeMap::new(),
             relay: None,
+            config_sha256: None,
             runs_dir: None,
         }
     }
@@ -71,6 +73,13 @@ impl SandboxBuilder {
     /// Records every run, and every decision of an egress run's proxy, in `sink`.
     pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
         self.audit = Some(sink);
+        self
+    }
+
+    /// The SHA-256 of the config in force, for every `container_run` event
+    /// ([`ContainerExecutor::with_config_sha256`]).
+    pub fn config_sha256(mut self, digest: impl Into<String>) -> Self {
+        self.config_sha256 = Some(digest.into());
         self
     }
 
@@ -214,6 +223,9 @@ impl SandboxBuilder {
         let mut executor = ContainerExecutor::new(self.spec).with_streaming(self.streaming);
         if let Some(sink) = &self.audit {
             executor = executor.with_audit(Arc::clone(sink));
+        }
+        if let Some(digest) = self.config_sha256 {
+            executor = executor.with_config_sha256(digest);
         }
         if let Some(grace) = self.drain_grace {
             executor = executor.with_drain_grace(grace);

@@ -49,6 +49,8 @@ import kmock
 
 SCENARIO = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 NAMESPACE = SCENARIO.get("namespace", "agentguard")
+# The imageID the pod status reports for the run container, as a node would (a digest).
+IMAGE_ID = "localhost/tools@sha256:" + "c" * 64
 PROXY_LABEL = "agentguard.dev/proxy"
 # proxy pod name -> (the run it serves, set once its Deployment is deleted)
 PROXY_PODS = {}
@@ -191,7 +193,7 @@ async def lifecycle(http, path, headers):
         return
     await asyncio.sleep(SCENARIO.get("pending_s", 0.2))
     running = {"running": {"startedAt": "2026-12-01T00:00:00Z"}}
-    status = {"phase": "Running", "containerStatuses": [{"name": "run", "ready": True, "state": running}]}
+    status = {"phase": "Running", "containerStatuses": [{"name": "run", "ready": True, "state": running, "imageID": IMAGE_ID}]}
     await http.patch(path, json={"status": status}, headers=headers)
     run_s = SCENARIO.get("run_s", 0.3)
     if run_s < 0:
@@ -201,7 +203,7 @@ async def lifecycle(http, path, headers):
     reason = SCENARIO.get("reason", "Completed" if code == 0 else "Error")
     terminated = {"terminated": {"exitCode": code, "reason": reason}}
     phase = "Succeeded" if code == 0 else "Failed"
-    status = {"phase": phase, "containerStatuses": [{"name": "run", "ready": False, "state": terminated}]}
+    status = {"phase": phase, "containerStatuses": [{"name": "run", "ready": False, "state": terminated, "imageID": IMAGE_ID}]}
     await http.patch(path, json={"status": status}, headers=headers)
 
 

@@ -102,6 +102,19 @@ fn a_run_on_the_cluster_exits_with_the_commands_code_and_is_audited() {
     assert_eq!(run["data"]["engine"], "kubernetes", "{run}");
     assert_eq!(run["data"]["namespace"], "agentguard", "{run}");
     assert_eq!(run["data"]["container"], job.as_str(), "{run}");
+    // What ran (issue 37): the pod's imageID, the argv, the config's digest, who.
+    assert_eq!(
+        run["data"]["image_id"],
+        format!("localhost/tools@sha256:{}", "c".repeat(64)).as_str(),
+        "{run}"
+    );
+    assert!(run["data"]["argv"].is_array(), "{run}");
+    assert_eq!(
+        run["data"]["config_sha256"].as_str().map(str::len),
+        Some(64),
+        "{run}"
+    );
+    assert!(run["data"]["invoker"]["pid"].is_u64(), "{run}");
     assert_eq!(
         run["data"]["weakened"],
         serde_json::json!(["tmp_noexec", "pids"]),

@@ -17,6 +17,7 @@ mod mcp_cluster;
 mod mcp_wire;
 mod params;
 mod per_command;
+mod proof;
 mod routes;
 mod run;
 mod surface;

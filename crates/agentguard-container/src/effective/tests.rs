@@ -36,6 +36,8 @@ fn identity() -> RunIdentity {
         labels: Vec::new(),
         relay: None,
         masks: None,
+        image_id: None,
+        client: None,
     }
 }
 

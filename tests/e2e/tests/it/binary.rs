@@ -231,3 +231,53 @@ fn an_image_pinned_by_id_runs_and_a_wrong_id_is_an_engine_error() -> Result<()> 
     );
     Ok(())
 }
+
+/// Issue 37: a run by tag records the ID of the image the engine ran, the one `image
+/// inspect` gives, and the exact argv.
+#[test]
+fn the_recorded_image_id_is_the_engines() -> Result<()> {
+    let combo = combo_or_skip!("the_recorded_image_id_is_the_engines");
+    let dir = Folder::new(&combo.unique("image-id"), (0, 0))?;
+    let config = crash_config(&combo, &dir, "agentguard.toml", &combo.probe_image)?;
+    let mut text = std::fs::read_to_string(&config)?;
+    text.push_str("\n[audit]\npath = \"audit.jsonl\"\n");
+    std::fs::write(&config, text)?;
+    let run = Command::new(&combo.binary)
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("noop")
+        .output()?;
+    ensure!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let inspected = stdout_text(&output(
+        combo.program(),
+        &[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Id}}",
+            &combo.probe_image,
+        ],
+    )?);
+    let want = format!("sha256:{}", inspected.trim().trim_start_matches("sha256:"));
+    let log = std::fs::read_to_string(dir.join("audit.jsonl"))?;
+    let event: serde_json::Value = log
+        .lines()
+        .map(serde_json::from_str::<serde_json::Value>)
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .find(|e| e["kind"] == "container_run")
+        .context("no container_run event")?;
+    ensure!(
+        event["data"]["image_id"] == want.as_str(),
+        "{event}; want {want}"
+    );
+    ensure!(
+        event["data"]["argv"] == serde_json::json!(["true"]),
+        "{event}"
+    );
+    Ok(())
+}
