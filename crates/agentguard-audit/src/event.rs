@@ -41,6 +41,24 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind a log can hold, in the order docs/audit.md lists them (`audit show --kind`
+    /// offers exactly these).
+    pub const ALL: [Kind; 8] = [
+        Kind::ContainerRun,
+        Kind::Fetch,
+        Kind::EgressConnect,
+        Kind::EgressClose,
+        Kind::EgressRoute,
+        Kind::EgressStream,
+        Kind::LogRepaired,
+        Kind::McpCall,
+    ];
+
+    /// The kind whose wire name is `name`.
+    pub fn parse(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
     /// The wire name (`container_run`, ...).
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -40,6 +40,7 @@ pub use sink::{AuditSink, MemorySink, Receipt};
 pub use stream::{
     LISTENING_PREFIX, Read, STREAM_VERSION, StreamReader, StreamSink, StreamSummary, note_line,
 };
+pub use time::parse_millis;
 pub use verify::{Reader, Summary, verify};
 
 #[cfg(test)]

@@ -124,3 +124,61 @@ fn the_memory_sink_refuses_a_known_key_of_the_wrong_type() {
     assert!(crate::AuditSink::record(&sink, right).is_ok());
     assert!(sink.lines().len() == 1);
 }
+
+/// `Kind::ALL` holds every kind once, each with the wire name serde writes and reads, so
+/// `audit show --kind` offers every kind a log can hold.
+#[test]
+fn every_kind_is_listed_once_with_its_wire_name() {
+    use crate::Kind;
+    // A new variant fails to compile here until it is given a place in `ALL`.
+    let place = |k: Kind| match k {
+        Kind::ContainerRun => 0,
+        Kind::Fetch => 1,
+        Kind::EgressConnect => 2,
+        Kind::EgressClose => 3,
+        Kind::EgressRoute => 4,
+        Kind::EgressStream => 5,
+        Kind::LogRepaired => 6,
+        Kind::McpCall => 7,
+    };
+    for (i, kind) in Kind::ALL.into_iter().enumerate() {
+        assert_eq!(place(kind), i, "{kind}");
+        let wire = serde_json::to_value(kind).unwrap();
+        assert_eq!(wire, kind.as_str());
+        assert_eq!(Kind::parse(kind.as_str()), Some(kind));
+    }
+    assert_eq!(Kind::parse("container-run"), None);
+}
+
+/// `audit show --since/--until` read times as records write them, and the shorter forms a
+/// person types; each written timestamp parses back to its own instant.
+#[test]
+fn times_parse_back_to_the_instant_they_name() {
+    use crate::parse_millis;
+    use std::time::{Duration, SystemTime};
+    for millis in [0u64, 951_782_400_123, 1_764_403_200_999, 4_102_444_799_000] {
+        let time = SystemTime::UNIX_EPOCH + Duration::from_millis(millis);
+        let text = crate::time::rfc3339_millis(time);
+        assert_eq!(parse_millis(&text), Some(millis as i64), "{text}");
+    }
+    let at = |s: &str| parse_millis(s).unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(at("2026-11-29"), at("2026-11-29T00:00:00.000Z"));
+    assert_eq!(at("2026-11-29T09:30"), at("2026-11-29T09:30:00Z"));
+    assert_eq!(at("2026-11-29T10:30:00+01:00"), at("2026-11-29T09:30:00Z"));
+    assert_eq!(
+        at("2026-11-29T09:30:00.5Z") - at("2026-11-29T09:30:00Z"),
+        500
+    );
+    assert_eq!(at("2024-02-29") + 86_400_000, at("2024-03-01"));
+    for bad in [
+        "",
+        "2026-13-01",
+        "2026-02-30",
+        "2026-11-29T25:00",
+        "yesterday",
+        "2026-11-29T09:30:00.Z",
+        "2026-11-29X",
+    ] {
+        assert_eq!(parse_millis(bad), None, "{bad}");
+    }
+}

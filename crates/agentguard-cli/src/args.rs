@@ -323,9 +323,30 @@ pub(crate) struct AuditShowArgs {
     /// Only events with this decision.
     #[arg(long)]
     pub(crate) decision: Option<DecisionFilter>,
-    /// Only events of this kind.
-    #[arg(long, value_name = "K")]
+    /// Only events of this kind (every kind a log can hold is offered).
+    #[arg(long, value_name = "K", value_parser = clap::builder::PossibleValuesParser::new(agentguard_audit::Kind::ALL.map(|k| k.as_str())))]
     pub(crate) kind: Option<String>,
+    /// Only events at or after TIME: RFC 3339 (`2026-11-29T09:00:00Z`, `2026-11-29T09:00`,
+    /// `2026-11-29`; UTC unless an offset is given) or a span before now (`30s`, `15m`, `2h`,
+    /// `7d`).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) since: Option<String>,
+    /// Only events before TIME (the forms of `--since`).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) until: Option<String>,
+    /// Every event of one run: its `container_run`, its `mcp_call`, its proxy's egress
+    /// events (ID: the container or Job name the table's RUN column shows).
+    #[arg(long, value_name = "ID")]
+    pub(crate) run: Option<String>,
+    /// Only events of this allowlisted command (`container_run`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) command: Option<String>,
+    /// Only calls of this MCP tool (`mcp_call`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) tool: Option<String>,
+    /// Keep reading: show events as they are appended, verifying each, until interrupted.
+    #[arg(long)]
+    pub(crate) follow: bool,
     /// Print the raw events.
     #[arg(long)]
     pub(crate) json: bool,

@@ -4,6 +4,7 @@
 mod args;
 mod args_learn;
 mod audit;
+mod audit_show;
 mod checkup;
 mod classify;
 mod cluster;

@@ -63,6 +63,13 @@ pub(crate) fn record(
     if let Some(ms) = outcome.duration_ms {
         event = event.data("duration_ms", ms);
     }
+    // A refusal or an error says why in its own event too (`invalid_arguments` names the
+    // param, the rule and the value), cut as a client's text is.
+    if outcome.decision != agentguard_audit::Decision::Allow
+        && let Some(message) = outcome.value["message"].as_str()
+    {
+        event = event.data("message", capped(message).into_owned());
+    }
     sink.record(event)?;
     Ok(outcome)
 }

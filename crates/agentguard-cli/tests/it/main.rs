@@ -1,6 +1,7 @@
 //! Integration tests of the `agentguard` binary: output formats and exit codes as contracts.
 
 mod audit;
+mod audit_show;
 mod classify;
 mod cluster;
 mod doctor;
