@@ -15,8 +15,9 @@ mod elf;
 fn main() {
     let manifest = PathBuf::from(env("CARGO_MANIFEST_DIR"));
     let relay = manifest.join("../agentguard-relay");
+    // The whole source folder: a change to any of its modules rebuilds the relay.
     for path in [
-        relay.join("src/main.rs"),
+        relay.join("src"),
         relay.join("Cargo.toml"),
         manifest.join("../../Cargo.lock"),
     ] {

@@ -38,12 +38,14 @@ pub enum Kind {
     LogRepaired,
     /// A tool call through `agentguard mcp`.
     McpCall,
+    /// What a run's container looked like from inside before its command started.
+    IsolationReceipt,
 }
 
 impl Kind {
     /// Every kind a log can hold, in the order docs/audit.md lists them (`audit show --kind`
     /// offers exactly these).
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::ContainerRun,
         Kind::Fetch,
         Kind::EgressConnect,
@@ -52,6 +54,7 @@ impl Kind {
         Kind::EgressStream,
         Kind::LogRepaired,
         Kind::McpCall,
+        Kind::IsolationReceipt,
     ];
 
     /// The kind whose wire name is `name`.
@@ -70,6 +73,7 @@ impl Kind {
             Kind::EgressStream => "egress_stream",
             Kind::LogRepaired => "log_repaired",
             Kind::McpCall => "mcp_call",
+            Kind::IsolationReceipt => "isolation_receipt",
         }
     }
 }

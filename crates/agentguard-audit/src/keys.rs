@@ -92,4 +92,7 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("config_sha256", ValueType::String),
     ("invoker", ValueType::Params),
     ("agentguard_version", ValueType::String),
+    ("checks", ValueType::Params),
+    ("failed", ValueType::Strings),
+    ("micros", ValueType::Number),
 ];

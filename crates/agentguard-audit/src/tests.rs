@@ -140,6 +140,7 @@ fn every_kind_is_listed_once_with_its_wire_name() {
         Kind::EgressStream => 5,
         Kind::LogRepaired => 6,
         Kind::McpCall => 7,
+        Kind::IsolationReceipt => 8,
     };
     for (i, kind) in Kind::ALL.into_iter().enumerate() {
         assert_eq!(place(kind), i, "{kind}");

@@ -74,6 +74,18 @@ pub struct RunIdentity {
     /// Who asked for this run, as its front end knows it (an MCP client's `name/version`):
     /// the `container_run` event's `invoker.client`.
     pub client: Option<String>,
+    /// For a run without a relay: the relay program on the host, mounted to take the
+    /// isolation receipt before the command (`None` with no relay either: no receipt, as for
+    /// doctor's own runs). An egress run's relay takes it anyway.
+    pub receipt: Option<PathBuf>,
+}
+
+impl RunIdentity {
+    /// True when the run's entrypoint is the relay, which writes the isolation receipt as the
+    /// first line of stderr before the command starts.
+    pub fn takes_receipt(&self) -> bool {
+        self.relay.is_some() || self.receipt.is_some()
+    }
 }
 
 /// The masks of one run: an empty read-only file and an empty read-only folder on the host
@@ -204,16 +216,23 @@ impl ContainerSpec {
         // The image's ENTRYPOINT could reinterpret the argv, so argv[0] (or the relay, which
         // execs it) replaces it. The image is named by the ID the executor read, when it did.
         let image = identity.image_id.as_deref().unwrap_or(&self.image);
-        match &identity.relay {
-            None => {
+        let ids = self.user.to_string();
+        match (&identity.relay, &identity.receipt) {
+            (None, None) => {
                 args.push(&["--entrypoint", &argv[0], image]);
                 args.0.extend(argv[1..].iter().cloned());
             }
-            Some(relay) => {
+            (None, Some(program)) => {
+                self.mount_relay(&mut args, program, podman);
+                args.push(&["--entrypoint", RELAY_TARGET, image]);
+                args.push(&["--receipt", &ids, "--"]);
+                args.0.extend(argv.iter().cloned());
+            }
+            (Some(relay), _) => {
                 self.relay(&mut args, relay, podman);
                 let port = relay.port.to_string();
                 args.push(&["--entrypoint", RELAY_TARGET, image]);
-                args.push(&[&port, PROXY_SOCKET_TARGET, "--"]);
+                args.push(&["--receipt", &ids, &port, PROXY_SOCKET_TARGET, "--"]);
                 args.0.extend(argv.iter().cloned());
             }
         }
@@ -273,17 +292,13 @@ impl ContainerSpec {
 
     /// The relay's mounts (both read-only) and the proxy variables pointing at it.
     fn relay(&self, args: &mut Args, relay: &Relay, podman: bool) {
+        self.mount_relay(args, &relay.program, podman);
         let readonly = if podman { ",ro=true" } else { ",readonly" };
-        for (source, target) in [
-            (&relay.program, RELAY_TARGET),
-            (&relay.socket, PROXY_SOCKET_TARGET),
-        ] {
-            let source = source.to_string_lossy();
-            args.push(&[
-                "--mount",
-                &format!("type=bind,source={source},target={target}{readonly}"),
-            ]);
-        }
+        let source = relay.socket.to_string_lossy();
+        args.push(&[
+            "--mount",
+            &format!("type=bind,source={source},target={PROXY_SOCKET_TARGET}{readonly}"),
+        ]);
         let url = format!("http://127.0.0.1:{}", relay.port);
         for (key, value) in proxy_environment(&url, !relay.routes.is_empty()) {
             args.push(&["--env", &format!("{key}={value}")]);
@@ -293,6 +308,16 @@ impl ContainerSpec {
                 args.push(&["--env", &format!("{variable}={url}/{}", route.route)]);
             }
         }
+    }
+
+    /// The relay program, bind-mounted read-only at [`RELAY_TARGET`].
+    fn mount_relay(&self, args: &mut Args, program: &std::path::Path, podman: bool) {
+        let readonly = if podman { ",ro=true" } else { ",readonly" };
+        let source = program.to_string_lossy();
+        args.push(&[
+            "--mount",
+            &format!("type=bind,source={source},target={RELAY_TARGET}{readonly}"),
+        ]);
     }
 
     /// The workspace bind mount, read-only unless `rw`, and the working folder.

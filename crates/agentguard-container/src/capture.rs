@@ -35,6 +35,9 @@ pub(crate) struct Plan {
     pub(crate) tee: bool,
     /// When copying to a terminal, neutralize what could act on it (`terminal.rs`).
     pub(crate) neutralize: bool,
+    /// The entrypoint is the relay: stderr's first line is its isolation receipt, taken
+    /// apart from the output ([`Captured::receipt`]), never copied or kept as stderr.
+    pub(crate) receipt: bool,
 }
 
 /// How long stderr's first bytes are held back before they are copied anyway.
@@ -87,7 +90,69 @@ pub(crate) struct Captured {
     /// The stderr still held back when the pipes closed, not yet copied: the executor drops it
     /// when the engine failed (its own message carries the text), and copies it otherwise.
     pub(crate) held_stderr: Vec<u8>,
+    /// The relay's receipt line (after its mark, without the newline), when the plan expects
+    /// one and stderr began with it.
+    pub(crate) receipt: Option<Vec<u8>>,
 }
+
+/// The most bytes read while looking for the receipt line.
+const MAX_RECEIPT: usize = 16 * 1024;
+
+/// Takes the receipt line off the front of stderr.
+struct Receipt {
+    /// Still looking: nothing of stderr has been passed on yet.
+    open: bool,
+    bytes: Vec<u8>,
+}
+
+impl Receipt {
+    fn new(open: bool) -> Receipt {
+        Receipt {
+            open,
+            bytes: Vec::new(),
+        }
+    }
+
+    /// Passes on what of `chunk` is not the receipt, keeping the receipt line once whole.
+    fn take<'a>(
+        &mut self,
+        chunk: &'a [u8],
+        found: &mut Option<Vec<u8>>,
+    ) -> std::borrow::Cow<'a, [u8]> {
+        if !self.open {
+            return std::borrow::Cow::Borrowed(chunk);
+        }
+        self.bytes.extend_from_slice(chunk);
+        let mark = RECEIPT_MARK.as_bytes();
+        let prefix = self.bytes.len().min(mark.len());
+        if self.bytes[..prefix] != mark[..prefix] {
+            // Not a receipt (an engine's own error): everything is stderr.
+            self.open = false;
+            return std::borrow::Cow::Owned(std::mem::take(&mut self.bytes));
+        }
+        if let Some(end) = self.bytes.iter().position(|b| *b == b'\n') {
+            self.open = false;
+            let rest = self.bytes.split_off(end + 1);
+            *found = Some(self.bytes[mark.len()..end].to_vec());
+            self.bytes = Vec::new();
+            return std::borrow::Cow::Owned(rest);
+        }
+        if self.bytes.len() > MAX_RECEIPT {
+            self.open = false;
+            return std::borrow::Cow::Owned(std::mem::take(&mut self.bytes));
+        }
+        std::borrow::Cow::Owned(Vec::new())
+    }
+
+    /// What was held when stderr ended without a whole receipt line: stderr after all.
+    fn rest(&mut self) -> Vec<u8> {
+        self.open = false;
+        std::mem::take(&mut self.bytes)
+    }
+}
+
+/// What begins the relay's receipt line (`agentguard-relay`'s `RECEIPT_MARK`).
+pub(crate) const RECEIPT_MARK: &str = "\u{1e}agentguard-receipt ";
 
 /// Stderr held back from the copy (see the module docs).
 struct Hold {
@@ -99,8 +164,19 @@ struct Hold {
 }
 
 impl Hold {
+    fn new(open: bool) -> Hold {
+        Hold {
+            open,
+            bytes: Vec::new(),
+            until: None,
+        }
+    }
+
     /// Holds `kept` while holding, else copies it to `tee`.
     fn copy(&mut self, kept: &[u8], tee: &mut Option<Box<dyn Write + Send>>) {
+        if kept.is_empty() {
+            return;
+        }
         if self.open {
             self.bytes.extend_from_slice(kept);
             self.until
@@ -111,6 +187,11 @@ impl Hold {
         } else if let Some(out) = tee {
             let _ = out.write_all(kept).and_then(|()| out.flush());
         }
+    }
+
+    /// What is still held (nothing once released).
+    fn left(self) -> Vec<u8> {
+        if self.open { self.bytes } else { Vec::new() }
     }
 
     /// Copies what is held and stops holding.
@@ -141,23 +222,19 @@ where
 {
     let mut captured = Captured::default();
     let (mut out_chunk, mut err_chunk) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
-    let (mut out_tee, mut err_tee) = (
-        plan.tee
-            .then(|| crate::terminal::tee(std::io::stdout(), plan.neutralize)),
-        plan.tee
-            .then(|| crate::terminal::tee(std::io::stderr(), plan.neutralize)),
-    );
+    let mut out_tee = plan
+        .tee
+        .then(|| crate::terminal::tee(std::io::stdout(), plan.neutralize));
+    let mut err_tee = plan
+        .tee
+        .then(|| crate::terminal::tee(std::io::stderr(), plan.neutralize));
     let mut killer = Killer {
         kill: Some(kill),
         task: None,
         drain_until: None,
         grace: plan.drain_grace,
     };
-    let mut hold = Hold {
-        open: plan.tee,
-        bytes: Vec::new(),
-        until: None,
-    };
+    let (mut receipt, mut hold) = (Receipt::new(plan.receipt), Hold::new(plan.tee));
     while stdout.is_some() || stderr.is_some() {
         let wait_until = killer.drain_until.unwrap_or(plan.deadline);
         let hold_until = hold.until.unwrap_or(wait_until);
@@ -171,14 +248,20 @@ where
                 }
                 None => stdout = None,
             },
-            n = read_some(&mut stderr, &mut err_chunk), if stderr.is_some() => match n {
-                Some(n) => {
-                    meter.inspect(|m| m.add(n));
-                    let (other, before) = (captured.stdout.len(), captured.stderr.len());
-                    captured.truncated |= keep(&mut captured.stderr, other, &err_chunk[..n], plan.cap, None);
-                    hold.copy(&captured.stderr[before..], &mut err_tee);
-                }
-                None => stderr = None,
+            n = read_some(&mut stderr, &mut err_chunk), if stderr.is_some() => {
+                let data = match n {
+                    Some(n) => {
+                        meter.inspect(|m| m.add(n));
+                        receipt.take(&err_chunk[..n], &mut captured.receipt).into_owned()
+                    }
+                    None => {
+                        stderr = None;
+                        receipt.rest()
+                    }
+                };
+                let (other, before) = (captured.stdout.len(), captured.stderr.len());
+                captured.truncated |= keep(&mut captured.stderr, other, &data, plan.cap, None);
+                hold.copy(&captured.stderr[before..], &mut err_tee);
             },
             () = tokio::time::sleep_until(hold_until), if hold.until.is_some() => {
                 hold.release(&mut err_tee);
@@ -196,9 +279,7 @@ where
             killer.start(Stop::OutputLimit, &mut captured);
         }
     }
-    if hold.open {
-        captured.held_stderr = hold.bytes;
-    }
+    captured.held_stderr = hold.left();
     if let Some(task) = killer.task {
         captured.kill_failed = match task.await {
             Ok(Ok(())) => None,
@@ -261,4 +342,47 @@ pub(crate) fn copy_held(held: &[u8], plan: Plan) {
     }
     let mut out = crate::terminal::tee(std::io::stderr(), plan.neutralize);
     let _ = out.write_all(held).and_then(|()| out.flush());
+}
+
+#[cfg(test)]
+mod receipt_tests {
+    use super::{RECEIPT_MARK, Receipt};
+
+    fn feed(chunks: &[&[u8]]) -> (Vec<u8>, Option<Vec<u8>>) {
+        let mut taker = Receipt {
+            open: true,
+            bytes: Vec::new(),
+        };
+        let mut found = None;
+        let mut passed = Vec::new();
+        for chunk in chunks {
+            passed.extend_from_slice(&taker.take(chunk, &mut found));
+        }
+        passed.extend(taker.rest());
+        (passed, found)
+    }
+
+    #[test]
+    fn the_first_line_is_taken_only_when_it_is_a_receipt() {
+        let line = format!("{RECEIPT_MARK}{{\"decision\":\"allow\"}}\nafter\n");
+        let (passed, found) = feed(&[line.as_bytes()]);
+        assert_eq!(passed, b"after\n");
+        assert_eq!(found.as_deref(), Some(&b"{\"decision\":\"allow\"}"[..]));
+        // Split across reads at every byte.
+        for cut in 1..line.len() {
+            let (a, b) = line.as_bytes().split_at(cut);
+            let (passed, found) = feed(&[a, b]);
+            assert_eq!(passed, b"after\n", "cut {cut}");
+            assert!(found.is_some(), "cut {cut}");
+        }
+        // An engine's error is stderr, all of it.
+        let (passed, found) = feed(&[b"docker: Error response\n"]);
+        assert_eq!(
+            (passed.as_slice(), found),
+            (&b"docker: Error response\n"[..], None)
+        );
+        // A mark with no end of line is stderr too.
+        let (passed, found) = feed(&[RECEIPT_MARK.as_bytes()]);
+        assert_eq!((passed.as_slice(), found), (RECEIPT_MARK.as_bytes(), None));
+    }
 }

@@ -202,6 +202,15 @@ pub enum RunError {
         /// Why the limits would not apply.
         why: String,
     },
+    /// The isolation receipt taken inside the container failed, or none came: the command was
+    /// never started (the relay runs it only after every check held).
+    #[error(
+        "the isolation check inside the container failed before the command started ({what}); the command never ran. Check the engine's flags (`agentguard run --dry-run`) and `agentguard doctor`"
+    )]
+    IsolationFailed {
+        /// Each failed check and what was seen, or why there was no receipt.
+        what: String,
+    },
     /// The engine failed in another way (exit status 125).
     #[error("the {engine} engine failed (exit status 125) before the command ran: {message}")]
     Engine {
@@ -266,6 +275,7 @@ impl RunError {
             RunError::Engine { .. } => "engine_error",
             RunError::KillFailed { .. } => "kill_failed",
             RunError::LimitsNotEnforced { .. } => "limits_not_enforced",
+            RunError::IsolationFailed { .. } => "isolation_failed",
             RunError::Failed(_) => "command_failed",
             RunError::Audit(_) => "audit_failed",
             RunError::Io { .. } => "io_error",

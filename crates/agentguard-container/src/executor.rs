@@ -22,6 +22,7 @@ use crate::capture::{OutputMeter, Plan, Stop, capture, copy_held};
 use crate::classify::{classify, engine_failed};
 use crate::error::RunError;
 use crate::process::spawn_command;
+use crate::receipt::Receipt;
 use crate::record::Ran;
 use crate::result::{RunResult, RunStatus};
 use crate::spec::ContainerSpec;
@@ -163,6 +164,7 @@ impl ContainerExecutor {
                 .map_err(RunError::Paths),
             Err(error) => Err(error),
         };
+        let mut receipt = None;
         let (outcome, ran) = match prepared {
             Ok(identity) => {
                 let command = spec.run_command(invocation, &identity);
@@ -172,7 +174,7 @@ impl ContainerExecutor {
                     command: &command,
                     identity: &identity,
                 };
-                (self.execute(run, meter).await, Some(identity))
+                (self.execute(run, meter, &mut receipt).await, Some(identity))
             }
             Err(error) => (Err(error), None),
         };
@@ -182,6 +184,10 @@ impl ContainerExecutor {
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "sweeping stale containers failed"),
             _ => {}
+        }
+        // The receipt comes first in the log: what the container was, then how the run ended.
+        if let (Some(receipt), Some(sink), Some(ran)) = (&receipt, &self.audit, &ran) {
+            sink.record(receipt.event(invocation.command(), &ran.name))?;
         }
         let what = Ran {
             name: invocation.command(),
@@ -237,11 +243,25 @@ impl ContainerExecutor {
         Ok(())
     }
 
+    /// How a run of `spec` started at `started` is captured.
+    fn plan(&self, spec: &ContainerSpec, started: Instant, identity: &RunIdentity) -> Plan {
+        Plan {
+            // The spec bounds the timeout (MAX_TIMEOUT): this cannot overflow.
+            deadline: tokio::time::Instant::from_std(started + spec.timeout()),
+            cap: spec.max_output_bytes(),
+            drain_grace: self.drain_grace,
+            tee: self.streaming != Streaming::Off,
+            neutralize: self.streaming == Streaming::Safe,
+            receipt: identity.takes_receipt(),
+        }
+    }
+
     /// Starts the engine and captures the run.
     async fn execute(
         &self,
         run: Run<'_>,
         meter: Option<&OutputMeter>,
+        receipt: &mut Option<Receipt>,
     ) -> Result<RunResult, RunError> {
         let Run {
             spec,
@@ -256,14 +276,7 @@ impl ContainerExecutor {
         let mut child = spawn_command(invocation)
             .spawn()
             .map_err(|source| RunError::spawn(invocation.program.clone(), source))?;
-        let plan = Plan {
-            // The spec bounds the timeout (MAX_TIMEOUT): this cannot overflow.
-            deadline: tokio::time::Instant::from_std(started + spec.timeout()),
-            cap: spec.max_output_bytes(),
-            drain_grace: self.drain_grace,
-            tee: self.streaming != Streaming::Off,
-            neutralize: self.streaming == Streaming::Safe,
-        };
+        let plan = self.plan(spec, started, identity);
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let captured = capture(stdout, stderr, plan, meter, || {
             self.spawn_kill(&identity.name, Some(reserve))
@@ -285,6 +298,13 @@ impl ContainerExecutor {
         }
         let exit = self.client_exit(&mut child, &identity.name).await?;
         let exit_code = exit.code();
+        if plan.receipt {
+            let (taken, refused) = Receipt::of(&captured, exit_code);
+            *receipt = taken;
+            if let Some(error) = refused {
+                return Err(error);
+            }
+        }
         // An engine's failure is said once, in agentguard's message; anything else held back
         // from stderr is the command's and is copied now.
         if captured.stop.is_some() || !engine_failed(exit_code, &captured.stderr) {

@@ -27,6 +27,7 @@ mod kind;
 mod masks;
 mod paths;
 mod process;
+mod receipt;
 mod record;
 mod result;
 mod rootless;
@@ -49,6 +50,7 @@ pub use kill::KILL_ATTEMPTS;
 pub use kind::EngineKind;
 pub use masks::{MAX_GLOB_WALK, MAX_MASKS, Mask, MaskError, glob_matches, hidden_paths};
 pub use process::{LABEL_DEADLINE, LABEL_OWNER, LABEL_OWNER_START};
+pub use receipt::Receipt;
 pub use result::{RunResult, RunStatus};
 pub use settings::CommandSettings;
 pub use spec::{

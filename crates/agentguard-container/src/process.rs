@@ -105,6 +105,7 @@ pub(crate) fn identity(timeout: Duration) -> RunIdentity {
         masks: None,
         image_id: None,
         client: None,
+        receipt: None,
         name: format!(
             "agentguard-{pid}-{}-{}",
             now.as_millis() % 1_000_000_000,

@@ -16,6 +16,7 @@ fn identity() -> RunIdentity {
         masks: None,
         image_id: None,
         client: None,
+        receipt: None,
     }
 }
 
@@ -93,8 +94,10 @@ fn golden_egress_runs_keep_network_none_and_mount_the_relay() {
         assert!(joined.contains("--network none"), "{file}: {joined}");
         let relay_at = egress.iter().position(|a| a == RELAY_TARGET).unwrap();
         assert_eq!(egress[relay_at - 1], "--entrypoint", "{file}");
+        assert_eq!(egress[relay_at + 2], "--receipt", "{file}");
+        assert_eq!(egress[relay_at + 3], spec.user().to_string(), "{file}");
         assert_eq!(
-            &egress[relay_at + 2..],
+            &egress[relay_at + 4..],
             [
                 "3128",
                 PROXY_SOCKET_TARGET,
@@ -104,7 +107,7 @@ fn golden_egress_runs_keep_network_none_and_mount_the_relay() {
                 "pytest",
                 "-q"
             ],
-            "{file}: the relay gets the port, the socket, and the whole argv"
+            "{file}: the relay takes the receipt with the run's ids, then gets the port, the socket, and the whole argv"
         );
         assert!(
             joined.contains("HTTPS_PROXY=http://127.0.0.1:3128"),
@@ -532,5 +535,42 @@ fn runsc_gets_four_times_the_pids_and_pins_are_recognized() {
             .pull("always")
             .build()
             .is_err()
+    );
+}
+
+/// Issue 37: a run without a network starts with the relay too, for the isolation receipt
+/// alone: its program mounted read-only, then `--receipt UID:GID -- ARGV`; nothing of a proxy.
+#[test]
+fn golden_none_runs_take_the_receipt_through_the_relay() {
+    let spec = spec("docker", None, WorkspaceMode::ReadOnly);
+    let identity = RunIdentity {
+        receipt: Some("/run/user/0/agentguard/agentguard-test-1/relay".into()),
+        ..identity()
+    };
+    check_golden_with("docker-default-receipt.txt", &spec, &identity);
+    let argv = args_with(&spec, &identity);
+    let joined = argv.join(" ");
+    assert!(joined.contains("--network none"), "{joined}");
+    assert!(
+        joined.contains("--mount type=bind,source=/run/user/0/agentguard/agentguard-test-1/relay,target=/run/agentguard/relay,readonly"),
+        "{joined}"
+    );
+    let relay_at = argv.iter().position(|a| a == RELAY_TARGET).unwrap();
+    assert_eq!(argv[relay_at - 1], "--entrypoint");
+    assert_eq!(
+        &argv[relay_at + 2..],
+        [
+            "--receipt",
+            "65534:65534",
+            "--",
+            "python3",
+            "-m",
+            "pytest",
+            "-q"
+        ]
+    );
+    assert!(
+        !joined.contains("PROXY") && !joined.contains("proxy.sock"),
+        "{joined}"
     );
 }

@@ -16,7 +16,11 @@
 //! fails with EINVAL, ENOSYS or EOPNOTSUPP), or no pipe can be made, that direction falls back
 //! to a copy through a 256 KiB buffer; `AGENTGUARD_RELAY_COPY=1` forces the copy (for tests).
 //!
-//! Usage: `agentguard-relay PORT SOCKET -- ARGV...`. The forwarder is started through a
+//! Before anything else it takes the isolation receipt (`receipt.rs`): what the container
+//! looks like from inside, one line on stderr; if any check fails, the command never runs and
+//! the relay exits 125. A `network = "none"` run uses it for the receipt alone.
+//!
+//! Usage: `agentguard-relay --receipt UID:GID [PORT SOCKET] -- ARGV...`. The forwarder is started through a
 //! short-lived `agentguard-relay --detach SOCKET`, which starts
 //! `agentguard-relay --forward SOCKET` (the listening socket as its stdin) and exits at once:
 //! the forwarder is then the child of the container's init, never of the command, so a
@@ -30,6 +34,8 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+mod receipt;
 
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, SpliceFlags, splice};
@@ -48,17 +54,49 @@ fn main() -> ExitCode {
     match args.as_slice() {
         [flag, socket] if flag == "--forward" => forward(socket),
         [flag, socket] if flag == "--detach" => detach(socket),
+        // A `network = "none"` run: the receipt, then the command in the relay's place.
+        [flag, ids, dash, argv @ ..] if flag == "--receipt" && dash == "--" && !argv.is_empty() => {
+            match expect(ids, None) {
+                Some(expect) if receipt::give(&expect) => exec(argv),
+                _ => ExitCode::from(ISOLATION_FAILED),
+            }
+        }
+        // An egress run: the receipt (the proxy's socket included), then the relay.
+        [flag, ids, port, socket, dash, argv @ ..]
+            if flag == "--receipt" && dash == "--" && !argv.is_empty() =>
+        {
+            match expect(ids, Some(socket)) {
+                Some(expect) if receipt::give(&expect) => relay(port, socket, argv),
+                _ => ExitCode::from(ISOLATION_FAILED),
+            }
+        }
+        // The relay alone, without a receipt (a test's fake engine runs it on the host, where
+        // the checks cannot hold); agentguard's runs never ask for it, and the executor refuses
+        // a run whose stderr does not begin with a receipt.
         [port, socket, dash, argv @ ..] if dash == "--" && !argv.is_empty() => {
             relay(port, socket, argv)
         }
         _ => {
             let _ = writeln!(
                 io::stderr(),
-                "agentguard-relay: usage: agentguard-relay PORT SOCKET -- ARGV..."
+                "agentguard-relay: usage: agentguard-relay --receipt UID:GID [PORT SOCKET] -- ARGV..."
             );
             ExitCode::from(125)
         }
     }
+}
+
+/// The status of a run whose isolation receipt failed: the command never ran.
+const ISOLATION_FAILED: u8 = 125;
+
+/// What the receipt expects, from `UID:GID`.
+fn expect<'a>(ids: &str, socket: Option<&'a str>) -> Option<receipt::Expect<'a>> {
+    let (uid, gid) = ids.split_once(':')?;
+    Some(receipt::Expect {
+        uid: uid.parse().ok()?,
+        gid: gid.parse().ok()?,
+        socket,
+    })
 }
 
 /// Binds the port, starts the forwarder, and execs the command.
@@ -90,7 +128,13 @@ fn relay(port: &str, socket: &str, argv: &[String]) -> ExitCode {
         Ok(status) => return fail("cannot start the forwarder", &status),
         Err(e) => return fail("cannot start the forwarder", &e),
     }
-    // Only returns on failure; PATH is searched as the engine would.
+    exec(argv)
+}
+
+/// Runs `argv` in the relay's place (its pid, stdio, folder and environment); only returns
+/// on failure, with the status a shell would give.
+fn exec(argv: &[String]) -> ExitCode {
+    // PATH is searched as the engine would.
     let error = Command::new(&argv[0]).args(&argv[1..]).exec();
     let code = if error.kind() == io::ErrorKind::NotFound {
         127

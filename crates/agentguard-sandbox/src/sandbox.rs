@@ -208,11 +208,18 @@ impl Sandbox {
             self.check_observe(invocation.command())?;
         }
         let outcome = match self.plans.get(invocation.command()) {
-            None | Some(Plan::None) if self.masks(invocation) => {
-                // Only a folder of its own for the empty file and folder hidden paths need.
+            // No network: a folder of its own for the relay that takes the isolation receipt,
+            // and the empty file and folder hidden paths need.
+            None | Some(Plan::None) => {
                 let dir = self.run_dir(identity)?;
+                let program = self.relay_program()?.install(&dir.file(RELAY_FILE))?;
                 let identity = RunIdentity {
-                    masks: Some(dir.masks()?),
+                    receipt: Some(program),
+                    masks: if self.masks(invocation) {
+                        Some(dir.masks()?)
+                    } else {
+                        None
+                    },
                     ..identity.clone()
                 };
                 let outcome = self
@@ -222,8 +229,6 @@ impl Sandbox {
                 drop(dir);
                 outcome
             }
-            // No network: exactly the container run of today.
-            None | Some(Plan::None) => self.executor.run_metered(invocation, identity, meter).await,
             Some(Plan::Egress(plan)) => {
                 return self.run_egress(invocation, identity, plan, options).await;
             }
@@ -235,6 +240,14 @@ impl Sandbox {
     fn masks(&self, invocation: &Invocation) -> bool {
         let spec = self.executor.spec().for_command(invocation.command());
         spec.workspace().is_some() && !spec.hidden().is_empty()
+    }
+
+    /// The relay a run's container starts with: the one given, or the built-in one.
+    fn relay_program(&self) -> Result<RelayProgram> {
+        match &self.relay {
+            Some(relay) => Ok(relay.clone()),
+            None => RelayProgram::embedded(),
+        }
     }
 
     /// The run's own folder in the checked runs folder (stale ones swept first).
@@ -258,12 +271,8 @@ impl Sandbox {
         options: RunOptions<'_>,
     ) -> Result<Finished> {
         let meter = options.meter;
-        let relay = match &self.relay {
-            Some(relay) => relay.clone(),
-            None => RelayProgram::embedded()?,
-        };
         let dir = self.run_dir(identity)?;
-        let program = relay.install(&dir.file(RELAY_FILE))?;
+        let program = self.relay_program()?.install(&dir.file(RELAY_FILE))?;
         let sink = Arc::new(RunSink::new(self.audit.clone(), &identity.name));
         let mut builder = EgressProxy::builder()
             .bind_unix(dir.file(SOCKET_FILE), identity.name.as_str())

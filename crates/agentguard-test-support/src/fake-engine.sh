@@ -43,10 +43,24 @@ case "$sub" in
             esac
         done
         if [ "$program" = /run/agentguard/relay ]; then
-            port="$1"
-            shift 2
-            set -- "$port" "$socket" "$@"
-            program="$relay"
+            # The receipt is what a container would show; this "container" is a host process,
+            # so the fake says it (the real checks run in e2e).
+            ids=""
+            if [ "$1" = --receipt ]; then
+                ids="$2"
+                shift 2
+                printf '\036agentguard-receipt {"decision":"allow","failed":[],"checks":{"fake_engine":"no container: %s"},"micros":0}\n' "$ids" >&2
+            fi
+            if [ "$1" = -- ]; then
+                shift
+                program="$1"
+                shift
+            else
+                port="$1"
+                shift 2
+                set -- "$port" "$socket" "$@"
+                program="$relay"
+            fi
         fi
         "$program" "$@" &
         child=$!

@@ -172,8 +172,8 @@ fn two_runs_at_once_share_one_audit_log() {
     let verified = agentguard(&["audit", "verify", log.to_str().unwrap()]);
     assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
     assert!(
-        crate::stdout(&verified).contains("ok: 4 events"),
-        "three runs and the interrupted one: {}",
+        crate::stdout(&verified).contains("ok: 7 events"),
+        "three runs with their isolation receipts, and the interrupted one: {}",
         crate::stdout(&verified)
     );
 }

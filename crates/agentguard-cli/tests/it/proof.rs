@@ -76,7 +76,7 @@ fn a_run_records_the_image_id_argv_config_digest_invoker_and_version() {
         .find(|c| c.starts_with("run "))
         .expect("a run call");
     assert!(
-        call.contains(&format!("--entrypoint printf {FAKE_ID} ")),
+        call.contains(&format!("--entrypoint /run/agentguard/relay {FAKE_ID} ")),
         "{call}"
     );
     assert!(!call.contains("localhost/tools:latest"), "{call}");

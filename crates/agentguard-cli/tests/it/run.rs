@@ -155,7 +155,7 @@ fn a_rw_workspace_never_runs_as_root() {
         run.contains(&expected) && run.contains(mount.trim_end()),
         "{run}"
     );
-    assert!(!run.contains(",readonly"), "{run}");
+    assert!(!run.contains("target=/workspace,readonly"), "{run}");
 }
 
 /// On a terminal (a pty from `script`), the command's escape sequences are shown as text and

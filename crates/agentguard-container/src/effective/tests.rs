@@ -38,6 +38,7 @@ fn identity() -> RunIdentity {
         masks: None,
         image_id: None,
         client: None,
+        receipt: None,
     }
 }
 
