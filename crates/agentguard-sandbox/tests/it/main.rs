@@ -169,7 +169,7 @@ async fn a_host_off_the_allowlist_gets_403_and_is_counted_as_denied() {
 }
 
 #[tokio::test]
-async fn a_network_none_command_runs_without_relay_or_proxy() {
+async fn a_network_none_command_runs_with_the_relay_for_its_receipt_and_no_proxy() {
     let world = World::start().await;
     let sandbox = world.sandbox("good.example.test").build().unwrap();
     assert_eq!(sandbox.network_of("offline"), Some(Network::None));
@@ -183,14 +183,21 @@ async fn a_network_none_command_runs_without_relay_or_proxy() {
         .unwrap();
     assert_eq!(finished.egress, None);
     let calls = world.engine.calls().join("\n");
+    // The relay takes the isolation receipt, then runs the command; nothing of a proxy.
     assert!(
-        !calls.contains("relay") && !calls.contains("PROXY"),
+        calls.contains("--entrypoint /run/agentguard/relay")
+            && calls.contains("--receipt 65534:65534 -- "),
         "{calls}"
     );
     assert!(
-        !world.runs.path().join("runs").exists(),
-        "no run folder for network none"
+        !calls.contains("PROXY") && !calls.contains("proxy.sock"),
+        "{calls}"
     );
+    // The run's folder (its copy of the relay) is gone once the run ended.
+    let left: Vec<_> = std::fs::read_dir(world.runs.path().join("runs"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[tokio::test]
