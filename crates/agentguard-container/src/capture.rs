@@ -98,11 +98,17 @@ pub(crate) struct Captured {
 /// The most bytes read while looking for the receipt line.
 const MAX_RECEIPT: usize = 16 * 1024;
 
-/// Takes the receipt line off the front of stderr.
+/// Takes the receipt line out of stderr: the first line that begins with the mark. Lines
+/// before it are the engine client's own (a warning printed before the container started)
+/// and are passed on as stderr; nothing of the command's can come before it, since the relay
+/// writes it before the command exists.
 struct Receipt {
-    /// Still looking: nothing of stderr has been passed on yet.
+    /// Still looking.
     open: bool,
+    /// An unfinished line.
     bytes: Vec<u8>,
+    /// How many bytes were looked through.
+    seen: usize,
 }
 
 impl Receipt {
@@ -110,6 +116,7 @@ impl Receipt {
         Receipt {
             open,
             bytes: Vec::new(),
+            seen: 0,
         }
     }
 
@@ -122,29 +129,30 @@ impl Receipt {
         if !self.open {
             return std::borrow::Cow::Borrowed(chunk);
         }
+        self.seen += chunk.len();
         self.bytes.extend_from_slice(chunk);
         let mark = RECEIPT_MARK.as_bytes();
-        let prefix = self.bytes.len().min(mark.len());
-        if self.bytes[..prefix] != mark[..prefix] {
-            // Not a receipt (an engine's own error): everything is stderr.
-            self.open = false;
-            return std::borrow::Cow::Owned(std::mem::take(&mut self.bytes));
-        }
-        if let Some(end) = self.bytes.iter().position(|b| *b == b'\n') {
-            self.open = false;
+        let mut passed = Vec::new();
+        while let Some(end) = self.bytes.iter().position(|b| *b == b'\n') {
             let rest = self.bytes.split_off(end + 1);
-            *found = Some(self.bytes[mark.len()..end].to_vec());
-            self.bytes = Vec::new();
-            return std::borrow::Cow::Owned(rest);
+            let line = std::mem::replace(&mut self.bytes, rest);
+            if let Some(receipt) = line.strip_prefix(mark) {
+                *found = Some(receipt[..receipt.len() - 1].to_vec());
+                self.open = false;
+                passed.append(&mut self.bytes);
+                return std::borrow::Cow::Owned(passed);
+            }
+            passed.extend_from_slice(&line);
         }
-        if self.bytes.len() > MAX_RECEIPT {
+        if self.seen > MAX_RECEIPT {
+            // No receipt within the bound: everything is stderr.
             self.open = false;
-            return std::borrow::Cow::Owned(std::mem::take(&mut self.bytes));
+            passed.append(&mut self.bytes);
         }
-        std::borrow::Cow::Owned(Vec::new())
+        std::borrow::Cow::Owned(passed)
     }
 
-    /// What was held when stderr ended without a whole receipt line: stderr after all.
+    /// What was held when stderr ended without a receipt line: stderr after all.
     fn rest(&mut self) -> Vec<u8> {
         self.open = false;
         std::mem::take(&mut self.bytes)
@@ -349,10 +357,7 @@ mod receipt_tests {
     use super::{RECEIPT_MARK, Receipt};
 
     fn feed(chunks: &[&[u8]]) -> (Vec<u8>, Option<Vec<u8>>) {
-        let mut taker = Receipt {
-            open: true,
-            bytes: Vec::new(),
-        };
+        let mut taker = Receipt::new(true);
         let mut found = None;
         let mut passed = Vec::new();
         for chunk in chunks {
@@ -381,6 +386,15 @@ mod receipt_tests {
             (passed.as_slice(), found),
             (&b"docker: Error response\n"[..], None)
         );
+        // An engine's warning before the container started is passed on; the receipt after it
+        // is still taken.
+        let warned = format!("WARNING: no swap limit\n{line}");
+        for cut in 1..warned.len() {
+            let (a, b) = warned.as_bytes().split_at(cut);
+            let (passed, found) = feed(&[a, b]);
+            assert_eq!(passed, b"WARNING: no swap limit\nafter\n", "cut {cut}");
+            assert!(found.is_some(), "cut {cut}");
+        }
         // A mark with no end of line is stderr too.
         let (passed, found) = feed(&[RECEIPT_MARK.as_bytes()]);
         assert_eq!((passed.as_slice(), found), (RECEIPT_MARK.as_bytes(), None));

@@ -196,6 +196,7 @@ impl ContainerExecutor {
             image_id: ran.as_ref().and_then(|i| i.image_id.as_deref()),
             client: identity.client.as_deref(),
             config_sha256: None,
+            container: ran.as_ref().map(|i| i.name.as_str()),
         };
         self.record(&what, outcome.as_ref())?;
         outcome

@@ -111,7 +111,16 @@ impl Receipt {
             {
                 (None, None)
             }
-            Err(what) => (None, Some(crate::error::RunError::IsolationFailed { what })),
+            Err(why) => {
+                // What the engine or the container said instead, so the cause is not hidden.
+                let said = String::from_utf8_lossy(&captured.stderr);
+                let said: String = said.trim().chars().take(400).collect();
+                let what = match (said.is_empty(), exit_code) {
+                    (true, code) => format!("{why}; exit status {code:?}"),
+                    (false, code) => format!("{why}; exit status {code:?}; stderr: {said}"),
+                };
+                (None, Some(crate::error::RunError::IsolationFailed { what }))
+            }
         }
     }
 }

@@ -24,6 +24,9 @@ pub(crate) struct Ran<'a> {
     pub(crate) client: Option<&'a str>,
     /// The config's digest, when the executor was given it.
     pub(crate) config_sha256: Option<&'a str>,
+    /// The container's name, once the run reached the engine (ties an error to the run's
+    /// isolation receipt).
+    pub(crate) container: Option<&'a str>,
 }
 
 impl Ran<'_> {
@@ -33,6 +36,9 @@ impl Ran<'_> {
             .provenance(self.config_sha256, self.client);
         if let Some(argv) = self.argv {
             event = event.argv(argv);
+        }
+        if let Some(container) = self.container {
+            event = event.data("container", container);
         }
         if let Some(id) = self.image_id {
             let id = format!("sha256:{}", id.trim_start_matches("sha256:"));

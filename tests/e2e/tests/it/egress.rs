@@ -241,6 +241,38 @@ async fn from_inside_only_the_proxy_leads_out_and_it_allows_only_the_allowlist()
         "upstream saw {:?}",
         world.upstream.seen()
     );
+    // Issue 37: the receipt taken inside before the command, the proxy's socket included, is
+    // recorded before the run's end; `audit show --run` lists the receipt, the egress, the end.
+    let events = world.audit()?;
+    let of_run = |kind: &str| {
+        events
+            .iter()
+            .position(|e| e["kind"] == kind && e["data"]["container"] == container.as_str())
+    };
+    let (receipt, end) = (of_run("isolation_receipt"), of_run("container_run"));
+    ensure!(
+        receipt.is_some() && receipt < end,
+        "receipt {receipt:?}, end {end:?}"
+    );
+    let receipt = &events[receipt.unwrap_or_default()];
+    ensure!(
+        receipt["decision"] == "allow" && receipt["data"]["checks"]["proxy"] == "accepts",
+        "{receipt}"
+    );
+    let shown = std::process::Command::new(&combo.binary)
+        .args(["audit", "show"])
+        .arg(world.audit_path())
+        .args(["--run", &container])
+        .output()?;
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    let rows: Vec<&str> = shown.lines().skip(1).collect();
+    for kind in ["isolation_receipt", "egress_connect", "container_run"] {
+        ensure!(
+            rows.iter().any(|r| r.contains(kind)),
+            "no {kind} in:\n{shown}"
+        );
+    }
+    ensure!(rows.iter().all(|r| r.contains(&container)), "{shown}");
     ensure!(
         runs_left().is_empty(),
         "run folders left: {:?}",

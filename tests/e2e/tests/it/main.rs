@@ -10,6 +10,7 @@ mod learn;
 mod limits;
 mod mcp;
 mod params;
+mod receipt;
 mod rootless;
 mod routes;
 mod workspace_paths;

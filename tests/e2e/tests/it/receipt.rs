@@ -1,0 +1,130 @@
+//! Issue 37: the isolation receipt on a real engine. An engine wrapper that turns `--network
+//! none` into the engine's default bridge network (a broken isolation) makes a run under runc
+//! fail `isolation_failed` naming the interface, and the command never starts (the marker it
+//! would write does not exist); the refusal is in the chained log. Under gVisor both engines
+//! also give runsc its own `--network=none`, so the sandbox still has only `lo`: the receipt
+//! says so and the run proceeds.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use agentguard_e2e::Folder;
+use anyhow::{Context, Result, ensure};
+
+use crate::combo_or_skip;
+
+/// A wrapper named like the engine that replaces `--network none` by `--network bridge`.
+const WRAPPER: &str = r#"#!/bin/sh
+prev=""
+n=$#
+i=0
+while [ $i -lt $n ]; do
+    a="$1"; shift; i=$((i+1))
+    if [ "$prev" = "--network" ] && [ "$a" = "none" ]; then a=bridge; fi
+    set -- "$@" "$a"
+    prev="$a"
+done
+exec ENGINE "$@"
+"#;
+
+#[test]
+fn a_broken_network_fails_the_receipt_and_the_command_never_runs() -> Result<()> {
+    let combo = combo_or_skip!("a_broken_network_fails_the_receipt_and_the_command_never_runs");
+    let ws = Folder::new(&combo.unique("receipt"), (1234, 2345))?;
+    std::fs::create_dir_all(ws.join("out"))?;
+    std::os::unix::fs::chown(ws.join("out"), Some(1234), Some(2345))?;
+    let bin = Folder::new(&combo.unique("receipt-bin"), (0, 0))?;
+    let engine = which(combo.program())?;
+    let wrapper = bin.join(combo.program());
+    std::fs::write(&wrapper, WRAPPER.replace("ENGINE", &engine))?;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))?;
+    let log = bin.join("audit.jsonl");
+    let config = bin.join("agentguard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "image = \"{}\"\nengine = \"{}\"\n{}workspace = \"{}\"\nuser = \"1234:2345\"\ntimeout = 60\n\n[commands.mark]\nargv = [\"sh\", \"-c\", \"echo ran > /workspace/out/marker\"]\nwritable = [\"out\"]\n\n[audit]\npath = \"{}\"\n",
+            combo.probe_image,
+            wrapper.display(),
+            combo.runtime_line(),
+            ws.0.display(),
+            log.display()
+        ),
+    )?;
+    let run = Command::new(&combo.binary)
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("mark")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    let verify = Command::new(&combo.binary)
+        .args(["audit", "verify"])
+        .arg(&log)
+        .output()?;
+    ensure!(
+        verify.status.success(),
+        "the log does not verify: {verify:?}"
+    );
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)?
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let receipt = events
+        .iter()
+        .find(|e| e["kind"] == "isolation_receipt")
+        .context("no isolation_receipt event")?;
+    let end = events
+        .iter()
+        .find(|e| e["kind"] == "container_run")
+        .context("no container_run event")?;
+    let marker = ws.join("out/marker");
+    if combo.gvisor() {
+        // runsc's own --network=none still holds: only lo inside, and the receipt says so.
+        ensure!(run.status.success(), "{}: {stderr}", combo.label());
+        ensure!(
+            receipt["decision"] == "allow" && receipt["data"]["checks"]["interfaces"] == "lo",
+            "{receipt}"
+        );
+        ensure!(marker.exists(), "the command ran");
+    } else {
+        ensure!(
+            run.status.code() == Some(125),
+            "{}: {stderr}",
+            combo.label()
+        );
+        ensure!(
+            stderr.contains("isolation_failed") && stderr.contains("interfaces: lo,eth0"),
+            "{stderr}"
+        );
+        ensure!(
+            !marker.exists(),
+            "the command ran although the receipt failed"
+        );
+        ensure!(
+            receipt["decision"] == "deny"
+                && receipt["data"]["failed"]
+                    .as_array()
+                    .is_some_and(|f| f.contains(&"interfaces".into())),
+            "{receipt}"
+        );
+        ensure!(
+            end["decision"] == "error" && end["reason"] == "isolation_failed",
+            "{end}"
+        );
+    }
+    ensure!(
+        receipt["data"]["container"] == end["data"]["container"],
+        "{receipt} {end}"
+    );
+    Ok(())
+}
+
+/// The engine program on PATH.
+fn which(program: &str) -> Result<String> {
+    let out = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    ensure!(!path.is_empty(), "{program} is not on PATH");
+    Ok(path)
+}
