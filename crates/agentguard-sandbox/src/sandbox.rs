@@ -136,9 +136,13 @@ impl Sandbox {
     ) -> Result<EngineCommand> {
         let mut identity = identity.clone();
         let dir = self.runs_dir.join(&identity.name);
-        if let Some(Plan::Egress(plan)) = self.plans.get(invocation.command()) {
-            let (program, socket) = (dir.join(RELAY_FILE), dir.join(SOCKET_FILE));
-            identity.relay = Some(self.relay_at(&program, &socket, plan));
+        match self.plans.get(invocation.command()) {
+            Some(Plan::Egress(plan)) => {
+                let (program, socket) = (dir.join(RELAY_FILE), dir.join(SOCKET_FILE));
+                identity.relay = Some(self.relay_at(&program, &socket, plan));
+            }
+            // The relay that takes the isolation receipt, as a run would mount it.
+            None | Some(Plan::None) => identity.receipt = Some(dir.join(RELAY_FILE)),
         }
         if self.masks(invocation) {
             let (file, dir) = run_dir::mask_sources(&dir);

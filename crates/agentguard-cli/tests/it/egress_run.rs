@@ -247,15 +247,23 @@ async fn dry_run_shows_the_relay_its_mounts_and_the_proxy_variables() {
             "/proxy.sock,target=/run/agentguard/proxy.sock,readonly",
             "--env NO_PROXY= --env no_proxy=",
             "--entrypoint /run/agentguard/relay localhost/tools:latest",
+            " --receipt 65534:65534 ",
             " /run/agentguard/proxy.sock -- sh -c ",
         ] {
             assert!(argv.contains(needle), "{needle:?} missing from {argv}");
         }
         assert!(argv.contains("HTTPS_PROXY=http://127.0.0.1:"), "{argv}");
         assert_eq!(world.runs_left(), 0, "a dry run creates nothing");
+        // A command without a network starts with the relay too, for its isolation receipt
+        // alone: nothing of a proxy.
         let offline = stdout(&world.run(&["offline", "--dry-run"]));
         assert!(
-            !offline.contains("relay") && !offline.contains("PROXY"),
+            offline.contains("--entrypoint /run/agentguard/relay")
+                && offline.contains(" --receipt 65534:65534 -- "),
+            "{offline}"
+        );
+        assert!(
+            !offline.contains("proxy.sock") && !offline.contains("PROXY"),
             "{offline}"
         );
     })

@@ -116,7 +116,7 @@ fn accepted_values_are_exactly_one_argv_element_each() {
     assert_eq!(dry.status.code(), Some(0), "{}", stderr(&dry));
     assert!(
         stdout(&dry).contains(
-            "--entrypoint printf localhost/tools:latest '[%s]\n' --level=error --rounds=3 x"
+            "--entrypoint /run/agentguard/relay localhost/tools:latest --receipt 65534:65534 -- printf '[%s]\n' --level=error --rounds=3 x"
         ),
         "{}",
         stdout(&dry)

@@ -41,7 +41,8 @@ fn dry_run_prints_the_hardened_argv_with_paths_relative_to_the_config() {
             "--mount type=bind,source={},target=/workspace,readonly",
             ws.display()
         ),
-        "--env CI=1 --entrypoint python3 localhost/tools:latest -m pytest -q",
+        "--env CI=1 --mount type=bind,source=",
+        "/relay,target=/run/agentguard/relay,readonly --entrypoint /run/agentguard/relay localhost/tools:latest --receipt 65534:65534 -- python3 -m pytest -q",
     ] {
         assert!(argv.contains(needle), "{needle:?} missing from {argv}");
     }
