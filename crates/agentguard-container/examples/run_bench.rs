@@ -1,6 +1,9 @@
 //! Container overhead: `agentguard run` of a trivial allowlisted command against the raw
-//! engine `run` with the same hardened argv (taken from `agentguard run --dry-run`), rounds
-//! alternating, medians of wall time. Run it through `cargo xtask bench container`.
+//! engine `run` with the same hardened argv (taken from `agentguard run --dry-run`, with the
+//! command as its own entrypoint instead of the relay that takes the isolation receipt, whose
+//! mount source exists only during a run), rounds alternating, medians of wall time; and the
+//! median time the receipt's checks took inside the container, from the runs' audit log.
+//! Run it through `cargo xtask bench container`.
 //!
 //! Usage: run_bench AGENTGUARD_BINARY CONFIG [ROUNDS]
 
@@ -45,6 +48,7 @@ fn main() {
         .split_whitespace()
         .map(str::to_owned)
         .collect();
+    let argv = without_relay(argv);
     let name_at = argv.iter().position(|a| a == "--name").expect("--name") + 1;
 
     let (mut raw, mut ours) = (Vec::new(), Vec::new());
@@ -69,5 +73,62 @@ fn main() {
         o.as_secs_f64() * 1e3,
         o.as_secs_f64() / r.as_secs_f64()
     );
+    let receipt = receipt_micros(&config);
+    println!(
+        "| the isolation receipt's checks inside the container (`micros` of the runs' `isolation_receipt` events) | {:.2} ms | |",
+        receipt as f64 / 1e3
+    );
     println!("\n{rounds} alternating rounds of `true` in the busybox probe image.");
+}
+
+/// The dry run's argv with the command as its own entrypoint: no relay mount, and
+/// `--entrypoint RELAY IMAGE --receipt IDS -- ARGV0 ARGS` made `--entrypoint ARGV0 IMAGE ARGS`.
+fn without_relay(argv: Vec<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < argv.len() {
+        if argv[i] == "--mount" && argv[i + 1].contains("target=/run/agentguard/relay") {
+            i += 2;
+            continue;
+        }
+        if argv[i] == "--entrypoint" {
+            let image = &argv[i + 2];
+            let dash = argv[i..].iter().position(|a| a == "--").expect("--") + i;
+            out.extend([
+                "--entrypoint".to_owned(),
+                argv[dash + 1].clone(),
+                image.clone(),
+            ]);
+            out.extend(argv[dash + 2..].iter().cloned());
+            return out;
+        }
+        out.push(argv[i].clone());
+        i += 1;
+    }
+    panic!("no --entrypoint in {argv:?}")
+}
+
+/// The median `micros` of the `isolation_receipt` events in the log beside CONFIG.
+fn receipt_micros(config: &str) -> u64 {
+    let log = std::path::Path::new(config).with_file_name("audit.jsonl");
+    let text = std::fs::read_to_string(&log).expect("the bench config's audit log");
+    let mut micros: Vec<u64> = text
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"isolation_receipt\""))
+        .filter_map(|l| {
+            let at = l.find("\"micros\":")? + "\"micros\":".len();
+            l[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert!(
+        !micros.is_empty(),
+        "no isolation_receipt in {}",
+        log.display()
+    );
+    micros.sort_unstable();
+    micros[micros.len() / 2]
 }
