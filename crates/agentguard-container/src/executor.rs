@@ -335,6 +335,13 @@ impl ContainerExecutor {
         self.checked(result)
     }
 
+    /// True when a run would be refused before anything starts because this engine would not
+    /// apply the limits (and their weakening is not accepted): a caller then makes nothing
+    /// for the run, and [`ContainerExecutor::run_metered`] records the refusal.
+    pub fn refuses_unenforced_limits(&self) -> bool {
+        self.spec.unenforced_limits().is_some() && !self.spec.accepts_weakened_limits()
+    }
+
     /// What must hold before any engine starts: limits this engine would enforce (or their
     /// weakening accepted), and the image the pin names; its ID, which the run then uses.
     async fn before_start(&self) -> Result<String, RunError> {

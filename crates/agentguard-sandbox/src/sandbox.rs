@@ -212,6 +212,10 @@ impl Sandbox {
             self.check_observe(invocation.command())?;
         }
         let outcome = match self.plans.get(invocation.command()) {
+            // Refused before anything is made for it (recorded by the executor).
+            None | Some(Plan::None) if self.executor.refuses_unenforced_limits() => {
+                self.executor.run_metered(invocation, identity, meter).await
+            }
             // No network: a folder of its own for the relay that takes the isolation receipt,
             // and the empty file and folder hidden paths need.
             None | Some(Plan::None) => {

@@ -373,7 +373,7 @@ fn lifecycle_config(world: &World, timeout: u64) -> Result<PathBuf> {
     world.config(
         &world.combo.probe_image,
         &format!(
-            "timeout = {timeout}\nmax_output_bytes = 4096\n\n[commands]\nsleepy = [\"sleep\", \"60\"]\nflood = [\"yes\", \"flood\"]\n"
+            "timeout = {timeout}\nmax_output_bytes = 4096\n\n[commands]\nsleepy = [\"sh\", \"-c\", \"touch /tmp/started && exec sleep 60\"]\nflood = [\"yes\", \"flood\"]\n"
         ),
     )
 }
@@ -387,6 +387,22 @@ fn containers_of(engine: &str, pid: u32) -> Result<String> {
 }
 
 /// Waits (bounded) until the run folder of the run `pid` exists and its container runs.
+/// Waits until the run's command itself runs (its marker in the container's /tmp): past the
+/// isolation receipt, which needs agentguard's proxy and so does not outlive agentguard.
+fn wait_for_command(engine: &str, pid: u32) -> Result<()> {
+    for _ in 0..300 {
+        let ids = containers_of(engine, pid)?;
+        if let Some(id) = ids.lines().next() {
+            let probe = output(engine, &["exec", id, "test", "-f", "/tmp/started"])?;
+            if probe.status.success() {
+                return Ok(());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("the command of pid {pid}'s run did not start within 30 s")
+}
+
 fn wait_for_run(engine: &str, pid: u32) -> Result<()> {
     for _ in 0..300 {
         let folder = runs_left()
@@ -474,6 +490,7 @@ fn after_a_sigkill_gc_removes_the_container_and_the_run_folder() -> Result<()> {
         .spawn()?;
     let pid = child.id();
     wait_for_run(engine, pid)?;
+    wait_for_command(engine, pid)?;
     child.kill()?;
     child.wait()?;
     let survived = !containers_of(engine, pid)?.is_empty() && !runs_left().is_empty();

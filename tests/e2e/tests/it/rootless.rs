@@ -31,8 +31,9 @@ fn rootless_user() -> Result<(String, u32, u32)> {
 
 /// `program args` as `user`, in `dir`, with the user's own runtime folder and home.
 fn as_user(user: &str, uid: u32, dir: &Path, program: &Path, args: &[&str]) -> Result<Output> {
+    // The user's own runs folder ($XDG_RUNTIME_DIR/agentguard), never root's.
     Ok(Command::new("runuser")
-        .args(["-u", user, "--", "env"])
+        .args(["-u", user, "--", "env", "-u", "AGENTGUARD_RUN_DIR"])
         .arg(format!("XDG_RUNTIME_DIR=/run/user/{uid}"))
         .arg(format!("HOME=/home/{user}"))
         .arg(program)
