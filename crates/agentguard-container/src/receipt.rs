@@ -124,3 +124,6 @@ impl Receipt {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
