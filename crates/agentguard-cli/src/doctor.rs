@@ -18,9 +18,10 @@ pub(crate) fn run(args: &DoctorArgs) -> anyhow::Result<u8> {
         std::env::var_os("AGENTGUARD_CONFIG")
             .map_or_else(|| PathBuf::from("agentguard.toml"), PathBuf::from)
     });
+    // Loaded once, for the cluster's checks or the local ones.
+    let loaded = path.exists().then(|| config::load(&path));
     // A cluster config is checked on its cluster; the local engines do not matter to it.
-    if path.exists()
-        && let Ok(config) = config::load(&path)
+    if let Some(Ok(config)) = &loaded
         && let Some(cluster) = config.cluster()
     {
         let kubernetes = &cluster.kubernetes;
@@ -38,27 +39,25 @@ pub(crate) fn run(args: &DoctorArgs) -> anyhow::Result<u8> {
     }
     let mut findings = runtime.block_on(doctor::diagnose());
     findings.push(relay());
-    if path.exists() {
-        match config::load(&path) {
-            Ok(config) => findings.extend(runtime.block_on(crate::checkup::config(&path, &config))),
-            Err(e) => findings.push(Finding {
-                level: Level::Fail,
-                what: format!("{}: {e:#}", path.display()),
-                fix: "fix the config file (docs/config.md lists every key)".into(),
-            }),
+    match loaded {
+        Some(Ok(config)) => {
+            findings.extend(runtime.block_on(crate::checkup::config(&path, &config)));
         }
-    } else if args.config.is_some() {
-        findings.push(Finding {
+        Some(Err(e)) => findings.push(Finding {
+            level: Level::Fail,
+            what: format!("{}: {e:#}", path.display()),
+            fix: "fix the config file (docs/config.md lists every key)".into(),
+        }),
+        None if args.config.is_some() => findings.push(Finding {
             level: Level::Fail,
             what: format!("no config file at {}", path.display()),
             fix: "name an existing file, or write one with `agentguard init`".into(),
-        });
-    } else {
-        findings.push(Finding {
+        }),
+        None => findings.push(Finding {
             level: Level::Warn,
             what: format!("no config file at {} (or in AGENTGUARD_CONFIG): what a config needs was not checked", path.display()),
             fix: "run `agentguard doctor --config FILE`, or run it where agentguard.toml is".into(),
-        });
+        }),
     }
     write(findings)
 }

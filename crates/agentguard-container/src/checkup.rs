@@ -30,7 +30,7 @@ pub async fn image(spec: &ContainerSpec) -> Finding {
     let image = spec.image();
     let engine = spec.engine().kind;
     let id = match crate::image::resolve(spec).await {
-        Ok(id) => format!("sha256:{}", id.trim_start_matches("sha256:")),
+        Ok(id) => crate::image::recorded_id(&id),
         Err(e) => {
             let fix = match e {
                 RunError::MissingImage { .. } => format!(
@@ -175,21 +175,21 @@ async fn lookup(own: &ContainerSpec, program: &str, user: UserIds) -> Looked {
 /// patterns (the paths they match now), once per distinct entry.
 pub fn paths(spec: &ContainerSpec) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let mut writable_seen = BTreeMap::new();
-    let mut hidden_seen = BTreeMap::new();
+    let mut writable_seen = std::collections::BTreeSet::new();
+    let mut hidden_seen = std::collections::BTreeSet::new();
     for name in spec.commands().names() {
         let own = spec.for_command(name);
         let Some(root) = own.workspace.as_deref() else {
             continue;
         };
         for entry in &own.writable {
-            if writable_seen.insert(entry.clone(), ()).is_some() {
+            if !writable_seen.insert(entry.clone()) {
                 continue;
             }
             findings.push(writable(root, entry, own.user()));
         }
         for pattern in &own.hidden {
-            if hidden_seen.insert(pattern.clone(), ()).is_some() {
+            if !hidden_seen.insert(pattern.clone()) {
                 continue;
             }
             findings.push(hidden(root, pattern));

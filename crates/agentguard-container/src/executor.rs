@@ -117,6 +117,7 @@ impl ContainerExecutor {
             let error = RunError::Denied(denial);
             let what = Ran {
                 name,
+                config_sha256: self.config_sha256.as_deref(),
                 ..Ran::default()
             };
             self.record(&what, Err(&error))?;
@@ -195,7 +196,7 @@ impl ContainerExecutor {
             argv: ran.as_ref().map(|_| invocation.argv()),
             image_id: ran.as_ref().and_then(|i| i.image_id.as_deref()),
             client: identity.client.as_deref(),
-            config_sha256: None,
+            config_sha256: self.config_sha256.as_deref(),
             container: ran.as_ref().map(|i| i.name.as_str()),
         };
         self.record(&what, outcome.as_ref())?;
@@ -211,11 +212,7 @@ impl ContainerExecutor {
         let Some(sink) = &self.audit else {
             return Ok(());
         };
-        let what = Ran {
-            config_sha256: self.config_sha256.as_deref(),
-            ..*what
-        };
-        sink.record(crate::record::container_run(&self.spec, &what, outcome))?;
+        sink.record(crate::record::container_run(&self.spec, what, outcome))?;
         Ok(())
     }
 

@@ -46,3 +46,9 @@ pub(crate) async fn resolve(spec: &ContainerSpec) -> Result<String, RunError> {
         })
     }
 }
+
+/// An image ID as records and fixes give it, `sha256:<id>`, whichever form the engine printed
+/// (Docker `sha256:<id>`, Podman the bare ID).
+pub(crate) fn recorded_id(id: &str) -> String {
+    format!("sha256:{}", id.trim_start_matches("sha256:"))
+}

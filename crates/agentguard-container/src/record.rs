@@ -41,8 +41,7 @@ impl Ran<'_> {
             event = event.data("container", container);
         }
         if let Some(id) = self.image_id {
-            let id = format!("sha256:{}", id.trim_start_matches("sha256:"));
-            event = event.data("image_id", id);
+            event = event.data("image_id", crate::image::recorded_id(id));
         }
         event
     }

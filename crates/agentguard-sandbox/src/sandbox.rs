@@ -211,11 +211,13 @@ impl Sandbox {
         if options.observe {
             self.check_observe(invocation.command())?;
         }
+        // Refused before anything (a run folder, a proxy) is made for it; the executor
+        // records the refusal.
+        if self.executor.refuses_unenforced_limits() {
+            let refused = self.executor.run_metered(invocation, identity, meter).await;
+            return finish(refused, None, invocation);
+        }
         let outcome = match self.plans.get(invocation.command()) {
-            // Refused before anything is made for it (recorded by the executor).
-            None | Some(Plan::None) if self.executor.refuses_unenforced_limits() => {
-                self.executor.run_metered(invocation, identity, meter).await
-            }
             // No network: a folder of its own for the relay that takes the isolation receipt,
             // and the empty file and folder hidden paths need.
             None | Some(Plan::None) => {

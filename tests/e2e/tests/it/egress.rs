@@ -373,7 +373,7 @@ fn lifecycle_config(world: &World, timeout: u64) -> Result<PathBuf> {
     world.config(
         &world.combo.probe_image,
         &format!(
-            "timeout = {timeout}\nmax_output_bytes = 4096\n\n[commands]\nsleepy = [\"sh\", \"-c\", \"touch /tmp/started && exec sleep 60\"]\nflood = [\"yes\", \"flood\"]\n"
+            "timeout = {timeout}\nmax_output_bytes = 4096\n\n[commands]\nsleepy = [\"sh\", \"-c\", \"echo started && exec sleep 60\"]\nflood = [\"yes\", \"flood\"]\n"
         ),
     )
 }
@@ -387,22 +387,6 @@ fn containers_of(engine: &str, pid: u32) -> Result<String> {
 }
 
 /// Waits (bounded) until the run folder of the run `pid` exists and its container runs.
-/// Waits until the run's command itself runs (its marker in the container's /tmp): past the
-/// isolation receipt, which needs agentguard's proxy and so does not outlive agentguard.
-fn wait_for_command(engine: &str, pid: u32) -> Result<()> {
-    for _ in 0..300 {
-        let ids = containers_of(engine, pid)?;
-        if let Some(id) = ids.lines().next() {
-            let probe = output(engine, &["exec", id, "test", "-f", "/tmp/started"])?;
-            if probe.status.success() {
-                return Ok(());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    bail!("the command of pid {pid}'s run did not start within 30 s")
-}
-
 fn wait_for_run(engine: &str, pid: u32) -> Result<()> {
     for _ in 0..300 {
         let folder = runs_left()
@@ -485,12 +469,18 @@ fn after_a_sigkill_gc_removes_the_container_and_the_run_folder() -> Result<()> {
         .args(["run", "--config"])
         .arg(&config)
         .arg("sleepy")
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;
     let pid = child.id();
     wait_for_run(engine, pid)?;
-    wait_for_command(engine, pid)?;
+    // Killed once the command itself runs (its first line), past the isolation receipt,
+    // which needs agentguard's proxy and so does not outlive agentguard.
+    let mut started = String::new();
+    let stdout = child.stdout.take().context("the run's stdout")?;
+    let mut stdout = std::io::BufReader::new(stdout);
+    std::io::BufRead::read_line(&mut stdout, &mut started)?;
+    ensure!(started == "started\n", "the command said {started:?}");
     child.kill()?;
     child.wait()?;
     let survived = !containers_of(engine, pid)?.is_empty() && !runs_left().is_empty();
