@@ -116,6 +116,16 @@ pub(crate) enum K8sCommand {
     /// each TARGET (IP:PORT; default the API server, from KUBERNETES_SERVICE_HOST and _PORT),
     /// exit 0 when none is reached, 1 when one is.
     Canary(K8sCanaryArgs),
+    /// Write the static relay built into this agentguard to PATH (which must not exist),
+    /// executable and read-only: a run pod's init container does this in the proxy image, and
+    /// the relay then takes the run's isolation receipt before the command starts.
+    Relay(K8sRelayArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct K8sRelayArgs {
+    /// Where to write it.
+    pub(crate) path: PathBuf,
 }
 
 #[derive(Debug, Args)]

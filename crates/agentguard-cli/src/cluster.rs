@@ -38,7 +38,7 @@ pub(crate) fn run(
     let (job, labels) = identity(&config.spec);
     let record = |event: Event| -> anyhow::Result<()> {
         if let Some(sink) = &audit {
-            let event = event.provenance(Some(config.commands.config_sha256()), None);
+            let event = with_provenance(event, config.commands.config_sha256(), None);
             sink.record(on_cluster(event, kubernetes, &job))?;
         }
         Ok(())
@@ -126,6 +126,17 @@ pub(crate) async fn counted(
     }
 }
 
+/// The `isolation_receipt` event of a run of `name` on the cluster, when its pod gave one
+/// (add where it went with [`on_cluster`]): recorded before the run's `container_run`.
+pub(crate) fn receipt_event(name: &str, job: &str, outcome: &Outcome) -> Option<Event> {
+    let receipt = match outcome {
+        Ok(Ok(ran)) => Some(&ran.receipt),
+        Ok(Err(_)) => None,
+        Err(error) => error.receipt(),
+    };
+    receipt.map(|receipt| receipt.event(name, job))
+}
+
 /// The `container_run` event of how a run of `name` on the cluster ended (add where it went
 /// with [`on_cluster`]).
 pub(crate) fn ended_event(
@@ -202,6 +213,9 @@ fn finish(
             Err(Exit::new(code, message).into())
         }
         Ok(outcome) => {
+            if let Some(event) = receipt_event(&args.name, job, &outcome) {
+                record(event)?;
+            }
             record(ended_event(&args.name, image, invocation, &outcome))?;
             match outcome {
                 Ok(Ok(ran)) => {
@@ -265,6 +279,16 @@ fn ran_event(ran: &Ran, name: &str, image: &str) -> Event {
         .data("duration_ms", r.duration.as_millis() as u64)
         .data("truncated", r.truncated)
         .data("weakened", weakened)
+}
+
+/// `event` with who ran it under which config, when it is the run's `container_run` (the
+/// receipt before it is the pod's own word, as a local run's is).
+pub(crate) fn with_provenance(event: Event, config_sha256: &str, client: Option<&str>) -> Event {
+    if event.kind == agentguard_audit::Kind::ContainerRun {
+        event.provenance(Some(config_sha256), client)
+    } else {
+        event
+    }
 }
 
 /// Adds where the run went: the engine, the namespace, the Job.

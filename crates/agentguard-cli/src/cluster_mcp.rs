@@ -16,7 +16,9 @@ use agentguard_mcp::{RunFuture, Runner};
 use agentguard_policy::Invocation;
 use agentguard_sandbox::Finished;
 
-use crate::cluster::{counted, egress_sink, ended_event, on_cluster};
+use crate::cluster::{
+    counted, egress_sink, ended_event, on_cluster, receipt_event, with_provenance,
+};
 use crate::config::{Cluster, RunConfig};
 
 /// Runs checked calls as Jobs on the config's cluster.
@@ -58,7 +60,7 @@ impl ClusterRunner {
         let Some(sink) = &self.audit else {
             return Ok(());
         };
-        let event = event.provenance(Some(&self.config_sha256), client);
+        let event = with_provenance(event, &self.config_sha256, client);
         sink.record(on_cluster(event, &self.cluster.kubernetes, job))
             .map(drop)
             .map_err(|error| error_chain(&error))
@@ -92,6 +94,10 @@ impl ClusterRunner {
         .await;
         if let Some(Err(error)) = egress.as_ref().map(|sink| sink.flush(true)) {
             return Err(audit_failed(name, &error_chain(&error)));
+        }
+        if let Some(event) = receipt_event(name, &identity.name, &outcome) {
+            self.record(event, &identity.name, identity.client.as_deref())
+                .map_err(|why| audit_failed(name, &why))?;
         }
         let event = ended_event(name, self.spec.image(), invocation, &outcome);
         self.record(event, &identity.name, identity.client.as_deref())

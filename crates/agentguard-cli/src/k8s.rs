@@ -1,11 +1,12 @@
 //! `agentguard k8s manifests --config FILE NAME`: the objects a run of NAME would apply on the
 //! cluster, as YAML documents on stdout, for review and GitOps. The defaults Kubernetes cannot
 //! keep are named on stderr, with whether the config accepts them (`[kubernetes]
-//! accept_weakened`); a run refuses the ones it does not.
+//! accept_weakened`); a run refuses the ones it does not. `agentguard k8s relay PATH` writes the
+//! built-in relay, for a run pod's init container (the isolation receipt).
 
 use agentguard_k8s::{RunRequest, compile, yaml};
 
-use crate::args::{K8sCanaryArgs, K8sCommand, K8sManifestsArgs};
+use crate::args::{K8sCanaryArgs, K8sCommand, K8sManifestsArgs, K8sRelayArgs};
 use crate::exit::{self, Exit};
 use crate::{config, output};
 
@@ -13,7 +14,15 @@ pub(crate) fn run(command: &K8sCommand) -> anyhow::Result<u8> {
     match command {
         K8sCommand::Manifests(args) => manifests(args),
         K8sCommand::Canary(args) => canary(args),
+        K8sCommand::Relay(args) => relay(args),
     }
+}
+
+/// Writes the built-in relay (checked to be static) to the path, which must not exist.
+fn relay(args: &K8sRelayArgs) -> anyhow::Result<u8> {
+    let program = agentguard_sandbox::relay::RelayProgram::embedded()?;
+    program.install(&args.path)?;
+    Ok(exit::SUCCESS)
 }
 
 fn manifests(args: &K8sManifestsArgs) -> anyhow::Result<u8> {

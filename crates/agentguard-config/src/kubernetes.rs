@@ -17,6 +17,7 @@ pub(crate) struct KubernetesTable {
     pub context: Option<String>,
     pub runtime_class: Option<String>,
     pub workspace_claim: Option<String>,
+    #[schemars(required)]
     pub proxy_image: Option<String>,
     #[serde(default)]
     pub accept_weakened: Vec<String>,
@@ -54,6 +55,12 @@ pub(crate) fn from_file(
 impl KubernetesTable {
     /// Checks the names and the weakenings named.
     pub(crate) fn check(self) -> Result<KubernetesConfig, KeyError> {
+        if self.proxy_image.is_none() {
+            return Err(KeyError::new(
+                "kubernetes.proxy_image",
+                "is required: every run's pod takes its isolation receipt with the relay of this image's agentguard (and egress runs and the NetworkPolicy canary run in it); set it to an image with agentguard on its PATH, by digest (docs/kubernetes.md, \"The proxy image\")",
+            ));
+        }
         let settings = agentguard_k8s::K8sSettings {
             namespace: self.namespace,
             context: self.context,

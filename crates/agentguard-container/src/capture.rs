@@ -96,7 +96,7 @@ pub(crate) struct Captured {
 }
 
 /// The most bytes read while looking for the receipt line.
-const MAX_RECEIPT: usize = 16 * 1024;
+pub const MAX_RECEIPT: usize = 16 * 1024;
 
 /// Takes the receipt line out of stderr: the first line that begins with the mark. Lines
 /// before it are the engine client's own (a warning printed before the container started)

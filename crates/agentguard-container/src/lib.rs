@@ -41,7 +41,7 @@ pub use argv::{
     WORKSPACE_TARGET,
 };
 pub use builder::{ContainerSpecBuilder, check_image, check_mount_source};
-pub use capture::OutputMeter;
+pub use capture::{MAX_RECEIPT, OutputMeter};
 pub use effective::MAX_TIMEOUT;
 pub use engine::{Engine, on_path};
 pub use error::{Error, Result, RunError};

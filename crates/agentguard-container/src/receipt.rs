@@ -25,7 +25,7 @@ pub struct Receipt {
 impl Receipt {
     /// The receipt in `line` (the JSON after the mark), or why there is none: no line at all,
     /// or one that is not a receipt. Either way the run is not proved isolated.
-    pub(crate) fn parse(line: Option<&[u8]>) -> Result<Receipt, String> {
+    pub fn parse(line: Option<&[u8]>) -> Result<Receipt, String> {
         let line = line.ok_or("the relay wrote no isolation receipt")?;
         let value: Value = serde_json::from_slice(line)
             .map_err(|e| format!("the isolation receipt is not JSON: {e}"))?;
@@ -57,6 +57,22 @@ impl Receipt {
         })
     }
 
+    /// A whole log's receipt line (after the mark, without the newline) and the log after it,
+    /// when the log begins with one: a cluster pod's log, where nothing can come before the
+    /// relay's first write. Anything else has no receipt, whatever it holds later.
+    pub fn leading(log: &[u8]) -> (Option<&[u8]>, &[u8]) {
+        let line = log
+            .strip_prefix(crate::capture::RECEIPT_MARK.as_bytes())
+            .and_then(|rest| {
+                let end = rest.iter().position(|b| *b == b'\n')?;
+                Some((&rest[..end], &rest[end + 1..]))
+            });
+        match line {
+            Some((line, rest)) => (Some(line), rest),
+            None => (None, log),
+        }
+    }
+
     /// What failed, and what was seen for it: `interfaces: lo,eth0; routes: ...`.
     pub fn failures(&self) -> String {
         self.failed
@@ -70,7 +86,7 @@ impl Receipt {
     }
 
     /// The `isolation_receipt` event of the run `container` of command `name`.
-    pub(crate) fn event(&self, name: &str, container: &str) -> Event {
+    pub fn event(&self, name: &str, container: &str) -> Event {
         let (decision, reason) = if self.passed {
             (Decision::Allow, "ok")
         } else {

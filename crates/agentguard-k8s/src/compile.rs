@@ -9,7 +9,8 @@
 //! `shareProcessNamespace` for `--init` (the pause container is PID 1 and reaps), no DNS and
 //! a NetworkPolicy that denies everything for `network = "none"` or allows only the run's
 //! proxy for `network = "egress"`, runtimeClassName for `runtime = "runsc"`, the Job's
-//! deadline from `timeout`. Two defaults have no Pod field: `noexec` on `/tmp` and the pids
+//! deadline from `timeout`, and the static relay as the entrypoint, which takes the isolation
+//! receipt before the command starts (`receipt.rs`). Two defaults have no Pod field: `noexec` on `/tmp` and the pids
 //! limit; they are reported as [`Weakened`], and the run refuses unless the config accepts
 //! each by name.
 
@@ -30,9 +31,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::error::{Error, Result};
 use crate::model::{
     CONTAINER, LABEL_PROXY, LABEL_ROLE, LABEL_RUN, Manifests, PROXY_ADDRESS_PLACEHOLDER,
-    RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened, labels, literal, literal_argv,
-    policy_port, pull_policy, resources, restricted_container, restricted_pod, run_meta, selector,
-    to_json,
+    RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened, labels, literal, policy_port,
+    pull_policy, resources, restricted_container, restricted_pod, run_meta, selector, to_json,
 };
 use crate::settings::K8sSettings;
 
@@ -61,12 +61,16 @@ pub fn compile(request: &RunRequest<'_>, settings: &K8sSettings) -> Result<Manif
         ..PodDNSConfig::default()
     });
     pod.runtime_class_name = runtime_class(spec, settings)?;
-    let (mounts, volumes) = sandbox_volumes(request, settings);
+    let (mut mounts, mut volumes) = sandbox_volumes(request, settings);
+    let relay = crate::receipt::relay_parts(spec, settings, request.invocation.argv())?;
+    mounts.push(relay.mount);
+    volumes.push(relay.volume);
+    pod.init_containers = Some(vec![relay.init]);
     pod.containers = vec![Container {
         name: CONTAINER.into(),
         image: Some(spec.image().to_owned()),
         image_pull_policy: Some(pull_policy(spec.image()).into()),
-        command: Some(literal_argv(request.invocation.argv())),
+        command: Some(relay.command),
         env: Some(environment(spec, &request.network)),
         resources: Some(resources(
             &format!("{}m", spec.cpus().millicores()),

@@ -13,6 +13,7 @@ mod compile;
 mod error;
 mod model;
 mod proxy;
+mod receipt;
 mod settings;
 pub mod yaml;
 
@@ -23,6 +24,7 @@ pub use model::{
     PROXY_ADDRESS_PLACEHOLDER, RouteGrant, RunNetwork, RunRequest, TTL_AFTER_FINISHED, Weakened,
 };
 pub use proxy::{SECRETS_DIR, proxy_name};
+pub use receipt::RELAY_CONTAINER;
 pub use settings::{K8sSettings, dns_label};
 
 #[cfg(test)]

@@ -146,7 +146,11 @@ fn every_pod_keeps_every_seed_default() {
                 pod["securityContext"]["seccompProfile"]["type"],
                 "RuntimeDefault"
             );
-            for c in pod["containers"].as_array().unwrap() {
+            let init = pod["initContainers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for c in pod["containers"].as_array().unwrap().iter().chain(&init) {
                 let sc = &c["securityContext"];
                 assert_eq!(sc["readOnlyRootFilesystem"], true, "{}", at("ro root"));
                 assert_eq!(
@@ -197,6 +201,49 @@ fn every_pod_keeps_every_seed_default() {
             runtime.map(|_| "gvisor"),
             "{stem}"
         );
+        // The relay, written by its init container, is the entrypoint: the receipt first.
+        let relay = &pod["initContainers"][0];
+        assert_eq!(relay["name"], RELAY_CONTAINER);
+        assert_eq!(
+            relay["command"],
+            serde_json::json!([
+                "agentguard",
+                "k8s",
+                "relay",
+                agentguard_container::RELAY_TARGET
+            ])
+        );
+        let run = &pod["containers"][0];
+        assert_eq!(
+            run["command"],
+            serde_json::json!([
+                agentguard_container::RELAY_TARGET,
+                "--receipt",
+                "65534:65534",
+                "--cluster",
+                "--",
+                "python3",
+                "-m",
+                "pytest",
+                "-q"
+            ]),
+            "{stem}"
+        );
+        let relay_mount = |c: &Value| {
+            c["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["mountPath"] == "/run/agentguard")
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(
+            relay_mount(run)["readOnly"],
+            true,
+            "{stem}: the run cannot change it"
+        );
+        assert_eq!(relay_mount(relay)["readOnly"], false);
         let workspace = &pod["containers"][0]["volumeMounts"][1];
         assert_eq!(
             workspace["readOnly"], !rw,
@@ -354,6 +401,30 @@ fn the_proxy_image_gets_the_same_pull_rule_as_the_runs_image() {
 /// Issue 34, item 12: the kubelet expands `$(VAR)` and turns `$$` into `$` in `command` and
 /// `env`, so every `$` is written `$$`: the process gets the value the validator checked.
 #[test]
+fn a_run_without_the_proxy_image_is_refused_for_its_receipt() {
+    let spec = spec(None);
+    let invocation = spec.commands().invoke("run_tests", &[]).unwrap();
+    let labels = vec![];
+    let request = RunRequest {
+        spec: &spec,
+        invocation: &invocation,
+        run_id: "agentguard-4242-1-0",
+        labels: &labels,
+        network: RunNetwork::None,
+        workspace_rw: false,
+    };
+    let settings = K8sSettings {
+        proxy_image: None,
+        ..settings()
+    };
+    let error = compile(&request, &settings).unwrap_err().to_string();
+    assert!(
+        error.contains("isolation receipt") && error.contains("proxy_image"),
+        "{error}"
+    );
+}
+
+#[test]
 fn r34_12_a_dollar_reaches_the_pod_as_itself() {
     let word = agentguard_policy::ParamSpec {
         kind: "string".into(),
@@ -388,7 +459,15 @@ fn r34_12_a_dollar_reaches_the_pod_as_itself() {
     let container = &pod["containers"][0];
     assert_eq!(
         container["command"],
-        serde_json::json!(["echo", "$$(PYTEST_ADDOPTS) and $$$$"])
+        serde_json::json!([
+            agentguard_container::RELAY_TARGET,
+            "--receipt",
+            "65534:65534",
+            "--cluster",
+            "--",
+            "echo",
+            "$$(PYTEST_ADDOPTS) and $$$$"
+        ])
     );
     let env = container["env"].as_array().unwrap();
     let greeting = env.iter().find(|e| e["name"] == "GREETING").unwrap();

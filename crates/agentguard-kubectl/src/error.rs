@@ -88,6 +88,17 @@ pub enum Error {
         /// What was missing.
         what: &'static str,
     },
+    /// The isolation receipt taken inside the run's pod failed, or none came: the command was
+    /// never started.
+    #[error(
+        "the isolation check inside the run's pod failed before the command started ({what}); the command never ran. Check the pod's manifests (`agentguard k8s manifests`) and `agentguard doctor`"
+    )]
+    IsolationFailed {
+        /// Each failed check and what was seen, or why there was no receipt.
+        what: String,
+        /// The receipt, when one came (recorded whatever it says).
+        receipt: Option<Box<agentguard_container::Receipt>>,
+    },
     /// An event of the run's egress proxy could not be appended to the audit log.
     #[error("appending the run's egress proxy's decisions to the audit log failed")]
     Audit(#[source] agentguard_audit::Error),
@@ -109,7 +120,16 @@ impl Error {
             Error::ProxyNotReady { .. } => "proxy_not_ready",
             Error::Unproven { .. } => "networkpolicy_unproven",
             Error::NoCanaryImage | Error::Canary(_) => "canary_failed",
+            Error::IsolationFailed { .. } => "isolation_failed",
             Error::Audit(_) => "audit_failed",
+        }
+    }
+
+    /// The isolation receipt of a run refused for it, when one came.
+    pub fn receipt(&self) -> Option<&agentguard_container::Receipt> {
+        match self {
+            Error::IsolationFailed { receipt, .. } => receipt.as_deref(),
+            _ => None,
         }
     }
 }

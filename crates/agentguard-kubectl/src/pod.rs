@@ -139,8 +139,9 @@ fn container_status(pod: &Value) -> &Value {
 
 fn finish(logs: Option<LogStream>, ended: Ended, cap: usize, image_id: Option<String>) -> Watched {
     let mut bytes = logs.map(|l| l.bytes).unwrap_or_default();
-    let truncated = bytes.len() > cap;
-    bytes.truncate(cap);
+    let head = receipt_len(&bytes);
+    let truncated = bytes.len() - head > cap;
+    bytes.truncate(head + cap);
     Watched {
         ended,
         logs: bytes,
@@ -149,7 +150,17 @@ fn finish(logs: Option<LogStream>, ended: Ended, cap: usize, image_id: Option<St
     }
 }
 
-/// `kubectl logs --follow` of the container, asking the server for one byte over the cap.
+/// The bytes at the log's head that are the relay's isolation receipt line: not the command's
+/// output, so not counted against its cap.
+fn receipt_len(bytes: &[u8]) -> usize {
+    match agentguard_container::Receipt::leading(bytes) {
+        (Some(_), rest) => bytes.len() - rest.len(),
+        (None, _) => 0,
+    }
+}
+
+/// `kubectl logs --follow` of the container, asking the server for one byte over the cap
+/// (and room for the receipt line before it).
 struct LogStream {
     _child: Child,
     stdout: ChildStdout,
@@ -160,7 +171,11 @@ struct LogStream {
 
 impl LogStream {
     fn start(kubectl: &Kubectl, pod: &str, cap: usize) -> Result<LogStream> {
-        let limit = format!("--limit-bytes={}", cap.saturating_add(1));
+        let room = agentguard_container::MAX_RECEIPT;
+        let limit = format!(
+            "--limit-bytes={}",
+            cap.saturating_add(1).saturating_add(room)
+        );
         let (child, stdout) = kubectl.follow_logs(pod, CONTAINER, &[&limit])?;
         Ok(LogStream {
             _child: child,
@@ -172,7 +187,7 @@ impl LogStream {
     }
 
     fn over(&self) -> bool {
-        self.bytes.len() > self.cap
+        self.bytes.len() - receipt_len(&self.bytes) > self.cap
     }
 
     /// Reads what arrives until `until`, the end of the log, or the cap, whichever is first.

@@ -1,7 +1,8 @@
 //! One run on the cluster: check the server and what is weakened, create the run's egress
 //! proxy (for `network = "egress"`), wait for its ClusterIP and follow its pod's log of
 //! decisions into the run's audit sink, create the NetworkPolicy and then the Job, watch its
-//! pod, capture its log under the cap, read how it ended, delete everything, and take the
+//! pod, capture its log under the cap, take the isolation receipt off its head (a failed or
+//! missing one refuses the run), read how it ended, delete everything, and take the
 //! proxy's last decisions before the result is reported. A run whose future is dropped (cancellation, SIGTERM) starts the deletion as
 //! it goes; `agentguard gc` removes what a SIGKILLed run left.
 
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentguard_audit::AuditSink;
-use agentguard_container::{RunResult, RunStatus};
+use agentguard_container::{Receipt, RunResult, RunStatus};
 use agentguard_k8s::{
     K8sSettings, Manifests, RunNetwork, RunRequest, Weakened, compile, proxy_name,
 };
@@ -37,6 +38,8 @@ pub struct Ran {
     pub proxy: Option<ProxyStream>,
     /// The run container's `imageID` from the pod's status (the image the node ran).
     pub image_id: Option<String>,
+    /// The isolation receipt the relay took inside the pod before the command started.
+    pub receipt: Receipt,
 }
 
 /// A refusal before anything is created: a seed default the cluster cannot keep that the
@@ -116,6 +119,7 @@ async fn run_checked(
         _ => None,
     };
     let watched = outcome?;
+    let (receipt, logs) = taken(&watched)?;
     let oom_killed =
         matches!(&watched.ended, Ended::Exited { reason, .. } if reason == "OOMKilled");
     let (status, exit_code) = match &watched.ended {
@@ -132,7 +136,7 @@ async fn run_checked(
             command: request.invocation.command().to_owned(),
             status,
             exit_code,
-            stdout: watched.logs,
+            stdout: logs,
             stderr: Vec::new(),
             truncated: watched.truncated,
             duration: started.elapsed(),
@@ -142,7 +146,34 @@ async fn run_checked(
         weakened: manifests.weakened,
         proxy,
         image_id: watched.image_id,
+        receipt,
     }))
+}
+
+/// The receipt at the head of the pod's log and the log after it; a failed receipt, or none,
+/// refuses the run (the relay never started the command).
+fn taken(watched: &Watched) -> Result<(Receipt, Vec<u8>)> {
+    let (line, rest) = Receipt::leading(&watched.logs);
+    match Receipt::parse(line) {
+        Ok(receipt) if receipt.passed => Ok((receipt, rest.to_vec())),
+        Ok(receipt) => Err(Error::IsolationFailed {
+            what: receipt.failures(),
+            receipt: Some(Box::new(receipt)),
+        }),
+        Err(why) => {
+            let said = String::from_utf8_lossy(&watched.logs);
+            let said: String = said.trim().chars().take(400).collect();
+            let ended = match &watched.ended {
+                Ended::Exited { code, reason } => format!("exited {code} ({reason})"),
+                Ended::TimedOut => "timed out".into(),
+                Ended::OutputLimit => "reached the output limit".into(),
+            };
+            Err(Error::IsolationFailed {
+                what: format!("{why}; the run container {ended}; its log: {said:?}"),
+                receipt: None,
+            })
+        }
+    }
 }
 
 async fn create_and_watch(

@@ -20,7 +20,8 @@
 //! looks like from inside, one line on stderr; if any check fails, the command never runs and
 //! the relay exits 125. A `network = "none"` run uses it for the receipt alone.
 //!
-//! Usage: `agentguard-relay --receipt UID:GID [PORT SOCKET] -- ARGV...`. The forwarder is started through a
+//! Usage: `agentguard-relay --receipt UID:GID [PORT SOCKET | --cluster] -- ARGV...`
+//! (`--cluster`: in a cluster's pod, whose NetworkPolicy confines its network). The forwarder is started through a
 //! short-lived `agentguard-relay --detach SOCKET`, which starts
 //! `agentguard-relay --forward SOCKET` (the listening socket as its stdin) and exits at once:
 //! the forwarder is then the child of the container's init, never of the command, so a
@@ -56,7 +57,19 @@ fn main() -> ExitCode {
         [flag, socket] if flag == "--detach" => detach(socket),
         // A `network = "none"` run: the receipt, then the command in the relay's place.
         [flag, ids, dash, argv @ ..] if flag == "--receipt" && dash == "--" && !argv.is_empty() => {
-            match expect(ids, None) {
+            match expect(ids, None, false) {
+                Some(expect) if receipt::give(&expect) => exec(argv),
+                _ => ExitCode::from(ISOLATION_FAILED),
+            }
+        }
+        // A run in a cluster's pod: the receipt, then the command in the relay's place.
+        [flag, ids, cluster, dash, argv @ ..]
+            if flag == "--receipt"
+                && cluster == "--cluster"
+                && dash == "--"
+                && !argv.is_empty() =>
+        {
+            match expect(ids, None, true) {
                 Some(expect) if receipt::give(&expect) => exec(argv),
                 _ => ExitCode::from(ISOLATION_FAILED),
             }
@@ -65,7 +78,7 @@ fn main() -> ExitCode {
         [flag, ids, port, socket, dash, argv @ ..]
             if flag == "--receipt" && dash == "--" && !argv.is_empty() =>
         {
-            match expect(ids, Some(socket)) {
+            match expect(ids, Some(socket), false) {
                 Some(expect) if receipt::give(&expect) => relay(port, socket, argv),
                 _ => ExitCode::from(ISOLATION_FAILED),
             }
@@ -79,7 +92,7 @@ fn main() -> ExitCode {
         _ => {
             let _ = writeln!(
                 io::stderr(),
-                "agentguard-relay: usage: agentguard-relay --receipt UID:GID [PORT SOCKET] -- ARGV..."
+                "agentguard-relay: usage: agentguard-relay --receipt UID:GID [PORT SOCKET | --cluster] -- ARGV..."
             );
             ExitCode::from(125)
         }
@@ -90,12 +103,13 @@ fn main() -> ExitCode {
 const ISOLATION_FAILED: u8 = 125;
 
 /// What the receipt expects, from `UID:GID`.
-fn expect<'a>(ids: &str, socket: Option<&'a str>) -> Option<receipt::Expect<'a>> {
+fn expect<'a>(ids: &str, socket: Option<&'a str>, cluster: bool) -> Option<receipt::Expect<'a>> {
     let (uid, gid) = ids.split_once(':')?;
     Some(receipt::Expect {
         uid: uid.parse().ok()?,
         gid: gid.parse().ok()?,
         socket,
+        cluster,
     })
 }
 

@@ -14,6 +14,10 @@
 //!   `statvfs` where that cannot be read);
 //! - `proxy` (egress runs): the egress proxy accepts on its socket.
 //!
+//! In a cluster's pod (`--cluster`) the network is the pod's own, confined by the run's
+//! NetworkPolicy, which nothing inside can read without dialing: `interfaces` and `routes` are
+//! then recorded as seen and not required, and say so; every other check is the same.
+//!
 //! The receipt is one line, `RECEIPT_MARK` then a JSON object, written to stderr in one
 //! `write` before the command starts, so it is the first line the engine's client reads
 //! there and nothing the command prints can come before it.
@@ -40,16 +44,30 @@ pub(crate) struct Expect<'a> {
     pub(crate) gid: u32,
     /// The egress proxy's socket, for an egress run.
     pub(crate) socket: Option<&'a str>,
+    /// A cluster's pod: the network is the pod's, confined by a NetworkPolicy.
+    pub(crate) cluster: bool,
 }
+
+/// What a cluster's receipt says of the network checks it records without requiring them.
+pub(crate) const CLUSTER_NETWORK: &str =
+    "seen, not required: on a cluster the run's NetworkPolicy confines the pod";
 
 /// Every check, reading the `/proc` under `root` (`/` in a container; a fake tree in tests).
 pub(crate) fn take(root: &Path, expect: &Expect<'_>) -> Vec<Check> {
     let status = std::fs::read_to_string(root.join("proc/self/status")).unwrap_or_default();
     let interfaces = interfaces(root);
     let only_lo = interfaces.ok;
+    let mut network = [interfaces, routes(root, only_lo)];
+    if expect.cluster {
+        for seen in &mut network {
+            seen.ok = true;
+            seen.observed = format!("{} ({CLUSTER_NETWORK})", seen.observed);
+        }
+    }
+    let [interfaces, routes] = network;
     let mut checks = vec![
         interfaces,
-        routes(root, only_lo),
+        routes,
         ids(&status, expect),
         capabilities(&status),
         no_new_privs(&status),

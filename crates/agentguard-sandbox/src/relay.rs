@@ -60,7 +60,7 @@ impl RelayProgram {
     }
 
     /// Writes it to `path` (which must not exist), executable and read-only.
-    pub(crate) fn install(&self, path: &Path) -> Result<PathBuf> {
+    pub fn install(&self, path: &Path) -> Result<PathBuf> {
         let io = |e: std::io::Error| Error::RunDir {
             path: path.to_owned(),
             action: "writing the relay",

@@ -19,6 +19,9 @@ Scenario keys (all optional):
   exit_code     the container's exit code (0)
   reason        the terminated reason ("Completed" for 0, else "Error"; "OOMKilled" as given)
   logs          the container's log (""); repeated `log_repeat` times
+  receipt       the isolation receipt a run pod's relay writes at the head of its log, when the
+                run container's command is the relay (as agentguard's are): "pass" (default),
+                "fail" (its network is not confined: `ids` fails), "garbled", or null (none)
   pending_s     seconds Pending before Running (0.2)
   run_s         seconds Running before Terminated (0.3); a negative value never terminates
   waiting       a waiting reason for a Pod that never starts ("ImagePullBackOff")
@@ -54,6 +57,37 @@ IMAGE_ID = "localhost/tools@sha256:" + "c" * 64
 PROXY_LABEL = "agentguard.dev/proxy"
 # proxy pod name -> (the run it serves, set once its Deployment is deleted)
 PROXY_PODS = {}
+# run pod name -> the isolation receipt line its relay writes first
+RECEIPTS = {}
+RELAY = "/run/agentguard/relay"
+RECEIPT_MARK = "\x1eagentguard-receipt "
+CLUSTER_NETWORK = "seen, not required: on a cluster the run's NetworkPolicy confines the pod"
+
+
+def receipt(spec):
+    """What the relay of a pod with `spec` writes first, as the real one does on a cluster."""
+    command = (spec.get("containers") or [{}])[0].get("command") or []
+    kind = SCENARIO.get("receipt", "pass")
+    if not command or command[0] != RELAY or kind is None:
+        return ""
+    if kind == "garbled":
+        return RECEIPT_MARK + "{not json\n"
+    uid, gid = command[2].split(":")
+    ids = f"uid {uid}/{uid}/{uid}/{uid} gid {gid}/{gid}/{gid}/{gid}"
+    failed = []
+    if kind == "fail":
+        ids = "uid 0/0/0/0 gid 0/0/0/0"
+        failed = ["ids"]
+    checks = {
+        "interfaces": f"lo,eth0 ({CLUSTER_NETWORK})",
+        "routes": f"ipv4 00000000 via eth0 ({CLUSTER_NETWORK})",
+        "ids": ids,
+        "capabilities": "eff 0000000000000000 prm 0000000000000000 bnd 0000000000000000 amb 0000000000000000",
+        "no_new_privs": "1 (/proc)",
+        "root_read_only": "ro (mountinfo)",
+    }
+    body = {"decision": "deny" if failed else "allow", "failed": failed, "checks": checks, "micros": 250}
+    return RECEIPT_MARK + json.dumps(body, separators=(",", ":")) + "\n"
 
 
 class Cluster(kmock.KubernetesEmulator):
@@ -130,6 +164,7 @@ async def controller(base):
                     "spec": job["spec"]["template"]["spec"],
                     "status": {"phase": "Pending"},
                 }
+                RECEIPTS[pod] = receipt(job["spec"]["template"]["spec"])
                 await http.post(f"{ns}/pods", json=body)
                 asyncio.ensure_future(lifecycle(http, f"{ns}/pods/{pod}", patch))
             services = (await (await http.get(f"{ns}/services")).json()).get("items", [])
@@ -240,7 +275,8 @@ async def main():
     cluster[f"get /api/v1/namespaces/{NAMESPACE}"] << namespace
     log = SCENARIO.get("logs", "") * SCENARIO.get("log_repeat", 1)
     cluster[kmock.subresource("log")] << (
-        lambda request: proxy_log(request.name) if request.name in PROXY_PODS else log.encode())
+        lambda request: proxy_log(request.name) if request.name in PROXY_PODS
+        else (RECEIPTS.get(request.name, "") + log).encode())
     if "create_error" in SCENARIO:
         code = SCENARIO["create_error"]
         refuse = SCENARIO.get("refuse", "jobs")

@@ -425,3 +425,74 @@ fn manifests_print_the_labels_a_real_run_applies() {
     };
     assert_eq!(labels(printed_job), labels(&real));
 }
+
+/// Issue 37 on a cluster: the relay's receipt is recorded before the run's `container_run`
+/// (same Job), without the run's provenance; a failed one ends the run `isolation_failed`
+/// (125), naming the check, with the deny receipt in the verified log.
+#[test]
+fn a_cluster_runs_receipt_is_recorded_first_and_a_failed_one_refuses_with_125() {
+    let Some(cluster) = KmockCluster::start("cli receipt on a cluster", r#"{"logs": "ok\n"}"#)
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 60);
+    let out = output(&cluster, &["run", "--config", &cfg, "tests"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    let events = audit(dir.path());
+    let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["isolation_receipt", "container_run"], "{events:#?}");
+    let (receipt, run) = (&events[0], &events[1]);
+    assert_eq!(receipt["decision"], "allow", "{receipt}");
+    assert_eq!(receipt["data"]["container"], run["data"]["container"]);
+    assert_eq!(receipt["data"]["engine"], "kubernetes");
+    assert!(
+        receipt["data"]["checks"]["interfaces"]
+            .as_str()
+            .unwrap()
+            .contains("NetworkPolicy"),
+        "{receipt}"
+    );
+    assert!(receipt["data"]["invoker"].is_null(), "{receipt}");
+    drop(cluster);
+
+    let scenario = r#"{"receipt": "fail", "exit_code": 125, "logs": "never\n"}"#;
+    let Some(cluster) = KmockCluster::start("cli failed receipt on a cluster", scenario) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 60);
+    let out = output(&cluster, &["run", "--config", &cfg, "tests"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("(isolation_failed)") && said.contains("ids: uid 0/0/0/0"),
+        "{said}"
+    );
+    assert!(out.stdout.is_empty());
+    let events = audit(dir.path());
+    let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["isolation_receipt", "container_run"], "{events:#?}");
+    assert_eq!(
+        (&events[0]["decision"], &events[0]["data"]["failed"]),
+        (&json!("deny"), &json!(["ids"]))
+    );
+    assert_eq!(
+        (&events[1]["decision"], &events[1]["reason"]),
+        (&json!("error"), &json!("isolation_failed"))
+    );
+    let log = dir.path().join("audit.jsonl");
+    let verify = output(&cluster, &["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+    let job = events[1]["data"]["container"].as_str().unwrap();
+    let show = output(
+        &cluster,
+        &["audit", "show", log.to_str().unwrap(), "--run", job],
+    );
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        shown.contains("isolation_receipt") && shown.contains("isolation_failed"),
+        "{shown}"
+    );
+}

@@ -97,16 +97,11 @@ fn what_a_cluster_cannot_do_is_refused_with_the_key_to_set() {
         (
             "proxy_image = ",
             "# proxy_image = ",
-            "[kubernetes] proxy_image",
+            "kubernetes.proxy_image: is required: every run's pod takes its isolation receipt",
         ),
     ] {
         let cfg = config(dir.path(), &BASE.replace(from, to));
-        let name = if needle.contains("proxy_image") {
-            "install"
-        } else {
-            "run_tests"
-        };
-        let out = agentguard(&["k8s", "manifests", "--config", &cfg, name]);
+        let out = agentguard(&["k8s", "manifests", "--config", &cfg, "run_tests"]);
         assert_eq!(out.status.code(), Some(2), "{to}: {}", stderr(&out));
         assert!(stderr(&out).contains(needle), "{to}: {}", stderr(&out));
     }

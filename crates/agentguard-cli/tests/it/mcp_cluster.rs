@@ -149,3 +149,38 @@ fn a_cancelled_call_and_a_stopped_server_delete_their_jobs() {
     assert_eq!(server.child.wait().unwrap().code(), Some(0));
     cluster.assert_gone(&second);
 }
+
+#[test]
+fn a_call_whose_pod_fails_its_receipt_is_isolation_failed_and_not_retryable() {
+    let scenario = json!({"receipt": "fail", "exit_code": 125});
+    let Some(cluster) = KmockCluster::start("mcp receipt on a cluster", &scenario.to_string())
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = server(&cluster, dir.path());
+    let tests = call(&mut server, 3, "tests");
+    assert_eq!(
+        (&tests["reason"], &tests["retryable"]),
+        (&json!("isolation_failed"), &json!(false)),
+        "{tests}"
+    );
+    assert!(
+        tests["message"]
+            .as_str()
+            .unwrap()
+            .contains("ids: uid 0/0/0/0"),
+        "{tests}"
+    );
+    drop(server.child.stdin.take());
+    assert_eq!(server.child.wait().unwrap().code(), Some(0));
+    let receipts = audited(dir.path(), "isolation_receipt");
+    assert_eq!(receipts.len(), 1, "{receipts:#?}");
+    assert_eq!(receipts[0]["decision"], "deny");
+    let runs = audited(dir.path(), "container_run");
+    assert_eq!(runs[0]["reason"], "isolation_failed", "{runs:#?}");
+    assert_eq!(
+        runs[0]["data"]["container"],
+        receipts[0]["data"]["container"]
+    );
+}

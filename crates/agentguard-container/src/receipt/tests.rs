@@ -66,3 +66,19 @@ fn the_receipt_event_has_the_documented_shape() {
     );
     assert_eq!(deny.data["micros"], 450);
 }
+
+#[test]
+fn a_whole_log_has_a_receipt_only_as_its_first_line() {
+    let mark = crate::capture::RECEIPT_MARK;
+    let log = format!("{mark}{{\"decision\":\"allow\"}}\nout\n{mark}forged\n");
+    let (line, rest) = Receipt::leading(log.as_bytes());
+    assert_eq!(line, Some(&b"{\"decision\":\"allow\"}"[..]));
+    assert_eq!(rest, format!("out\n{mark}forged\n").as_bytes());
+    // A line the command printed is never taken for a receipt, and nothing is removed.
+    let later = format!("out\n{mark}{{\"decision\":\"allow\"}}\n");
+    assert_eq!(Receipt::leading(later.as_bytes()), (None, later.as_bytes()));
+    // An unfinished line is no receipt.
+    let cut = format!("{mark}{{\"decision\"");
+    assert_eq!(Receipt::leading(cut.as_bytes()), (None, cut.as_bytes()));
+    assert_eq!(Receipt::leading(b""), (None, &b""[..]));
+}

@@ -13,6 +13,7 @@ use agentguard_kubectl::{Error, Kubectl, gc, run};
 use agentguard_test_support::KmockCluster as Cluster;
 use serde_json::json;
 
+mod receipt;
 mod stream;
 
 const RUN: &str = "agentguard-1-2-3";

@@ -21,6 +21,7 @@ const EXPECT: Expect<'static> = Expect {
     uid: 65534,
     gid: 65534,
     socket: None,
+    cluster: false,
 };
 
 /// A fake root with `files` (relative path, text) under `proc/`.
@@ -215,4 +216,35 @@ fn the_line_is_one_json_object_after_the_mark() {
     .unwrap();
     assert_eq!(value["checks"]["ids"], "a \"quote\" \\ and \n");
     assert_eq!(value["decision"], "allow");
+}
+
+#[test]
+fn a_clusters_pod_records_its_network_without_requiring_lo_and_checks_the_rest() {
+    let mut files = good();
+    files.retain(|(p, _)| !p.starts_with("net/"));
+    files.push(("net/dev", DEV_ETH0.into()));
+    files.push(("net/route", ROUTE_DEFAULT.into()));
+    files.push(("net/ipv6_route", V6_ETH0.into()));
+    let borrowed: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let dir = tree(&borrowed);
+    let cluster = Expect {
+        cluster: true,
+        ..EXPECT
+    };
+    let checks = take(dir.path(), &cluster);
+    for name in ["interfaces", "routes"] {
+        let c = get(&checks, name);
+        assert!(c.ok, "{c:?}");
+        assert!(c.observed.contains(super::CLUSTER_NETWORK), "{c:?}");
+    }
+    assert!(get(&checks, "interfaces").observed.starts_with("lo,eth0 "));
+    assert!(get(&checks, "routes").observed.contains("via eth0"));
+    // The same pod is refused outside a cluster.
+    let checks = take(dir.path(), &EXPECT);
+    assert!(!get(&checks, "interfaces").ok && !get(&checks, "routes").ok);
+    // Everything else is still required on a cluster.
+    let root = STATUS.replace("Uid:\t65534\t65534\t65534\t65534", "Uid:\t0\t0\t0\t0");
+    std::fs::write(dir.path().join("proc/self/status"), root).unwrap();
+    let checks = take(dir.path(), &cluster);
+    assert!(!get(&checks, "ids").ok, "{checks:?}");
 }
