@@ -1,11 +1,13 @@
 //! Container overhead: `agentguard run` of a trivial allowlisted command against the raw
 //! engine `run` with the same hardened argv (taken from `agentguard run --dry-run`, with the
 //! command as its own entrypoint instead of the relay that takes the isolation receipt, whose
-//! mount source exists only during a run), and that raw argv with the relay mounted and taking
-//! the receipt (the relay written by `agentguard k8s relay`), so the receipt's whole cost per run
-//! (mount, one more exec, the checks) is measured side by side; rounds alternating, medians of
-//! wall time; and the median time the receipt's checks took inside the container, from the
-//! runs' audit log.
+//! mount source exists only during a run, and behind the engine's `--init`, as before issue 37),
+//! and the dry run's own argv with the relay mounted as the container's init taking the receipt
+//! (the relay written by `agentguard k8s relay`), side by side; rounds alternating, medians of
+//! wall time; the median time the receipt's checks took inside the container, from the runs'
+//! audit log; and, inside one container under each runtime, a command behind Docker's init
+//! against the same behind the relay, which is the receipt's cost per run without the
+//! engine's noise.
 //! Run it through `cargo xtask bench container`.
 //!
 //! Usage: run_bench AGENTGUARD_BINARY CONFIG [ROUNDS]
@@ -82,16 +84,24 @@ fn main() {
             Command::new(&binary).args(["run", "--config", &config, "noop"]),
         ));
     }
+    // Paired by round, so a drift of the machine between rounds cancels.
+    let mut paired: Vec<f64> = raw
+        .iter()
+        .zip(&receipt)
+        .map(|(r, t)| (t.as_secs_f64() - r.as_secs_f64()) * 1e3)
+        .collect();
+    paired.sort_by(f64::total_cmp);
+    let quartile = |q: usize| paired[(paired.len() - 1) * q / 4];
     let (r, t, o) = (median(raw), median(receipt), median(ours));
     println!("| path | median wall time | ratio to raw |");
     println!("| --- | ---: | ---: |");
     println!(
-        "| raw `{} run` with the same hardened argv (baseline) | {:.0} ms | 1.00 |",
+        "| raw `{} run` with the same hardened argv, the command behind `--init` (baseline) | {:.0} ms | 1.00 |",
         argv[0],
         r.as_secs_f64() * 1e3
     );
     println!(
-        "| the same raw run with the relay mounted, taking the isolation receipt before `true` | {:.0} ms | {:.3} |",
+        "| the same raw run with the relay mounted as its init, taking the isolation receipt before `true` | {:.0} ms | {:.3} |",
         t.as_secs_f64() * 1e3,
         t.as_secs_f64() / r.as_secs_f64()
     );
@@ -105,20 +115,45 @@ fn main() {
         "| the isolation receipt's checks inside the container (`micros` of the runs' `isolation_receipt` events) | {:.2} ms | |",
         receipt as f64 / 1e3
     );
+    for runtime in [None, Some("runsc")] {
+        let under = runtime.map_or(String::new(), |r| format!(" (`--runtime {r}`)"));
+        let Some((engine, relayed)) = inside(&receipt_argv, runtime) else {
+            println!(
+                "| inside one container{under}: SKIPPED, no {ENGINE_INIT} to compare with | | |"
+            );
+            continue;
+        };
+        println!(
+            "| inside one container{under}: `/bin/busybox true` behind Docker's init (`docker-init -- ...`) | {engine:.2} ms | |"
+        );
+        println!(
+            "| the same behind the relay taking the receipt (`relay --receipt UID:GID -- ...`) | {relayed:.2} ms | the receipt's cost per run: {:+.2} ms |",
+            relayed - engine
+        );
+    }
     println!(
-        "\n{rounds} alternating rounds of `true` in the busybox probe image. The receipt's whole cost per run (the relay's mount and exec and its checks): {:+.1} ms (the second row's median less the first's).",
-        (t.as_secs_f64() - r.as_secs_f64()) * 1e3
+        "\n{rounds} alternating rounds of `true` in the busybox probe image. The relay as init with the receipt against the engine's init, each round's second row less its first: median {:+.1} ms, quartiles {:+.1} and {:+.1} ms.",
+        quartile(2),
+        quartile(1),
+        quartile(3)
     );
 }
 
-/// The dry run's argv with the command as its own entrypoint: no relay mount, and
-/// `--entrypoint RELAY IMAGE --receipt IDS -- ARGV0 ARGS` made `--entrypoint ARGV0 IMAGE ARGS`.
+/// The dry run's argv with the command as its own entrypoint behind the engine's init: no
+/// relay mount, `--init`, and `--entrypoint RELAY IMAGE --receipt IDS -- ARGV0 ARGS` made
+/// `--entrypoint ARGV0 IMAGE ARGS`.
 fn without_relay(argv: Vec<String>) -> Vec<String> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < argv.len() {
         if argv[i] == "--mount" && argv[i + 1].contains("target=/run/agentguard/relay") {
             i += 2;
+            continue;
+        }
+        // Without the relay the engine's init is pid 1, as before issue 37.
+        if argv[i] == "--rm" {
+            out.extend(["--rm".to_owned(), "--init".to_owned()]);
+            i += 1;
             continue;
         }
         if argv[i] == "--entrypoint" {
@@ -136,6 +171,77 @@ fn without_relay(argv: Vec<String>) -> Vec<String> {
         i += 1;
     }
     panic!("no --entrypoint in {argv:?}")
+}
+
+/// Blocks of this many runs each way inside one container, alternating.
+const INSIDE_RUNS: u32 = 200;
+const INSIDE_BLOCKS: u32 = 5;
+/// Docker's init (a static tini), mounted beside the relay for the comparison.
+const ENGINE_INIT: &str = "/usr/bin/docker-init";
+
+/// Inside one hardened container with the relay and Docker's init mounted, the mean wall time
+/// of `sh` running `/bin/busybox true` behind the engine's init (`docker-init -- ...`: what a
+/// run's pid 1 did before the relay took its place) and behind the relay taking the receipt
+/// (`relay --receipt UID:GID -- ...`), in milliseconds: what the receipt costs a run, without
+/// the engine's noise around a whole run. The clock is `/proc/uptime` (10 ms), read only at
+/// the ends of each block of [`INSIDE_RUNS`]; every run must succeed.
+fn inside(receipt_argv: &[String], runtime: Option<&str>) -> Option<(f64, f64)> {
+    let init = std::fs::canonicalize(ENGINE_INIT).ok()?;
+    let at = receipt_argv
+        .iter()
+        .position(|a| a == "--entrypoint")
+        .expect("--entrypoint");
+    let image = &receipt_argv[at + 2];
+    let ids = &receipt_argv[receipt_argv
+        .iter()
+        .position(|a| a == "--receipt")
+        .expect("--receipt")
+        + 1];
+    let script = format!(
+        "t() {{ read u _ < /proc/uptime; echo $u; }}; k=0; while [ $k -lt {INSIDE_BLOCKS} ]; do \
+         a=$(t); i=0; while [ $i -lt {INSIDE_RUNS} ]; do /run/agentguard/init -- /bin/busybox true 2>/dev/null || exit 8; i=$((i+1)); done; b=$(t); \
+         i=0; while [ $i -lt {INSIDE_RUNS} ]; do /run/agentguard/relay --receipt {ids} -- /bin/busybox true 2>/dev/null || exit 9; i=$((i+1)); done; c=$(t); \
+         echo $a $b $c; k=$((k+1)); done"
+    );
+    let mut args: Vec<String> = receipt_argv[1..at].to_vec();
+    let name = args.iter().position(|a| a == "--name").expect("--name") + 1;
+    args[name] = format!("agentguard-bench-{}-inside", std::process::id());
+    if let Some(runtime) = runtime {
+        args.extend(["--runtime".to_owned(), runtime.to_owned()]);
+    }
+    args.extend([
+        "--mount".into(),
+        format!(
+            "type=bind,source={},target=/run/agentguard/init,readonly",
+            init.display()
+        ),
+        "--entrypoint".into(),
+        "/bin/sh".into(),
+        image.clone(),
+        "-c".into(),
+        script,
+    ]);
+    let out = Command::new(&receipt_argv[0])
+        .args(&args)
+        .output()
+        .expect("the inside run");
+    assert!(
+        out.status.success(),
+        "the inside run failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (mut engine, mut relayed) = (0.0, 0.0);
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let t: Vec<f64> = line
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        engine += t[1] - t[0];
+        relayed += t[2] - t[1];
+    }
+    let runs = f64::from(INSIDE_RUNS * INSIDE_BLOCKS);
+    Some((engine * 1e3 / runs, relayed * 1e3 / runs))
 }
 
 /// The dry run's argv with the relay's mount source made `relay` (a run's own folder exists

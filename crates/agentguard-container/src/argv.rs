@@ -186,7 +186,13 @@ impl ContainerSpec {
         // Podman's runtime selection is a global flag and must come before `run`.
         args.0
             .extend(self.global_args_for(identity.relay.is_some()));
-        args.push(&["run", "--rm", "--init", "--name", &identity.name]);
+        // The relay, when it is the entrypoint, is the container's init (it reaps, and takes
+        // the receipt without an exec of its own); otherwise the engine's init is.
+        args.push(&["run", "--rm"]);
+        if !identity.takes_receipt() {
+            args.push(&["--init"]);
+        }
+        args.push(&["--name", &identity.name]);
         for (key, value) in &identity.labels {
             args.push(&["--label", &format!("{key}={value}")]);
         }

@@ -1,14 +1,23 @@
-//! The relay: the entrypoint of a `network = "egress"` container, so that the egress proxy is
-//! its only way out.
+//! The relay: the entrypoint, and init, of every agentguard container.
 //!
-//! The container has no network but `lo`; the proxy listens on a UNIX socket bind-mounted
-//! into it. Clients inside need a TCP proxy address (`HTTPS_PROXY=http://127.0.0.1:PORT`),
-//! so the relay binds `127.0.0.1:PORT`, starts a copy of itself as the forwarder (which
-//! accepts there and copies bytes both ways to the socket, nothing else), and then execs the
-//! allowlisted argv in its own place: the command keeps the relay's pid, its stdio, working
-//! folder, environment and PATH lookup, and its exit status is the container's. Built as a
-//! static binary with nothing but std and rustix (no unsafe code of its own), so any image can
-//! run it.
+//! Before anything else it takes the isolation receipt (`receipt.rs`): what the container
+//! looks like from inside, one line on stderr; if any check fails, the command never runs and
+//! the relay exits 125. Then it starts the allowlisted argv as its child (PATH searched as the
+//! engine would; its stdio, folder and environment the relay's) and waits: as the container's
+//! PID 1 it reaps every orphan too (the job `--init` did before it), and it exits with the
+//! command's status (128 + the signal that killed it, as an init reports it). It forwards no
+//! signal: agentguard stops a run with SIGKILL, which ends the container through its PID 1.
+//! Taking the place of the engine's init rather than running behind it costs no exec, so the
+//! receipt costs only its checks (measured in `cargo xtask bench container`).
+//!
+//! For a `network = "egress"` run the container has no network but `lo`; the proxy listens on
+//! a UNIX socket bind-mounted into it. Clients inside need a TCP proxy address
+//! (`HTTPS_PROXY=http://127.0.0.1:PORT`), so the relay binds `127.0.0.1:PORT` and starts a copy
+//! of itself as the forwarder (`agentguard-relay --forward SOCKET`, the listening socket as its
+//! stdin), which accepts there and copies bytes both ways to the socket, nothing else; the
+//! forwarder is the relay's child, never the command's, so a command that waits for all its
+//! children (`wait` in a shell) never waits for it. Built as a static binary with nothing but
+//! std and rustix (no unsafe code of its own), so any image can run it.
 //!
 //! Each direction moves its bytes with `splice(2)` through a pipe of its own (socket to
 //! pipe to socket, never through user space), one thread per direction, so a blocking splice
@@ -16,23 +25,15 @@
 //! fails with EINVAL, ENOSYS or EOPNOTSUPP), or no pipe can be made, that direction falls back
 //! to a copy through a 256 KiB buffer; `AGENTGUARD_RELAY_COPY=1` forces the copy (for tests).
 //!
-//! Before anything else it takes the isolation receipt (`receipt.rs`): what the container
-//! looks like from inside, one line on stderr; if any check fails, the command never runs and
-//! the relay exits 125. A `network = "none"` run uses it for the receipt alone.
-//!
 //! Usage: `agentguard-relay --receipt UID:GID [PORT SOCKET | --cluster] -- ARGV...`
-//! (`--cluster`: in a cluster's pod, whose NetworkPolicy confines its network). The forwarder is started through a
-//! short-lived `agentguard-relay --detach SOCKET`, which starts
-//! `agentguard-relay --forward SOCKET` (the listening socket as its stdin) and exits at once:
-//! the forwarder is then the child of the container's init, never of the command, so a
-//! command that waits for all its children (`wait` in a shell) never waits for it.
+//! (`--cluster`: in a cluster's pod, whose NetworkPolicy confines its network; the pod's
+//! PID 1 is its pause container, and the relay reaps its own children only).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -40,6 +41,7 @@ mod receipt;
 
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, SpliceFlags, splice};
+use rustix::process::{Pid, WaitOptions, wait};
 
 /// The most connections forwarded at once; more wait in the listen queue.
 const MAX_CONNECTIONS: usize = 512;
@@ -54,11 +56,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
         [flag, socket] if flag == "--forward" => forward(socket),
-        [flag, socket] if flag == "--detach" => detach(socket),
         // A `network = "none"` run: the receipt, then the command in the relay's place.
         [flag, ids, dash, argv @ ..] if flag == "--receipt" && dash == "--" && !argv.is_empty() => {
             match expect(ids, None, false) {
-                Some(expect) if receipt::give(&expect) => exec(argv),
+                Some(expect) if receipt::give(&expect) => supervise(argv, None),
                 _ => ExitCode::from(ISOLATION_FAILED),
             }
         }
@@ -70,7 +71,7 @@ fn main() -> ExitCode {
                 && !argv.is_empty() =>
         {
             match expect(ids, None, true) {
-                Some(expect) if receipt::give(&expect) => exec(argv),
+                Some(expect) if receipt::give(&expect) => supervise(argv, None),
                 _ => ExitCode::from(ISOLATION_FAILED),
             }
         }
@@ -113,7 +114,7 @@ fn expect<'a>(ids: &str, socket: Option<&'a str>, cluster: bool) -> Option<recei
     })
 }
 
-/// Binds the port, starts the forwarder, and execs the command.
+/// Binds the port, starts the forwarder, and runs the command.
 fn relay(port: &str, socket: &str, argv: &[String]) -> ExitCode {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         let _ = writeln!(io::stderr(), "agentguard-relay: {what}: {e}");
@@ -131,52 +132,67 @@ fn relay(port: &str, socket: &str, argv: &[String]) -> ExitCode {
         Ok(exe) => exe,
         Err(e) => return fail("cannot find its own program", &e),
     };
-    let listening = OwnedFd::from(listener);
-    let detached = Command::new(exe)
-        .args(["--detach", socket])
-        .stdin(Stdio::from(listening))
+    let forwarder = Command::new(exe)
+        .args(["--forward", socket])
+        .stdin(Stdio::from(OwnedFd::from(listener)))
         .stdout(Stdio::null())
-        .status();
-    match detached {
-        Ok(status) if status.success() => {}
-        Ok(status) => return fail("cannot start the forwarder", &status),
-        Err(e) => return fail("cannot start the forwarder", &e),
+        .spawn();
+    match forwarder {
+        Ok(forwarder) => supervise(argv, Some(forwarder)),
+        Err(e) => fail("cannot start the forwarder", &e),
     }
-    exec(argv)
 }
 
-/// Runs `argv` in the relay's place (its pid, stdio, folder and environment); only returns
-/// on failure, with the status a shell would give.
-fn exec(argv: &[String]) -> ExitCode {
-    // PATH is searched as the engine would.
-    let error = Command::new(&argv[0]).args(&argv[1..]).exec();
-    let code = if error.kind() == io::ErrorKind::NotFound {
-        127
-    } else {
-        126
-    };
-    let _ = writeln!(
-        io::stderr(),
-        "agentguard-relay: cannot run {}: {error}",
-        argv[0]
-    );
-    ExitCode::from(code)
-}
-
-/// Starts the forwarder with the same stdin and exits, leaving it to the container's init.
-fn detach(socket: &str) -> ExitCode {
-    let Ok(exe) = std::env::current_exe() else {
-        return ExitCode::from(125);
-    };
-    match Command::new(exe).args(["--forward", socket]).spawn() {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(e) => {
+/// Starts `argv` as the relay's child and waits for it, reaping every other child that ends
+/// meanwhile (as PID 1, the container's orphans); returns its status: its exit code, or 128 +
+/// the signal that killed it, or the status a shell gives a command it cannot start. The
+/// forwarder, if any, is killed once the command ends.
+fn supervise(argv: &[String], mut forwarder: Option<Child>) -> ExitCode {
+    let command = match Command::new(&argv[0]).args(&argv[1..]).spawn() {
+        Ok(command) => command,
+        Err(error) => {
+            stop(forwarder);
+            let code = if error.kind() == io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
             let _ = writeln!(
                 io::stderr(),
-                "agentguard-relay: cannot start the forwarder: {e}"
+                "agentguard-relay: cannot run {}: {error}",
+                argv[0]
             );
-            ExitCode::from(125)
+            return ExitCode::from(code);
         }
+    };
+    let main = Pid::from_child(&command);
+    let helper = forwarder.as_ref().map(Pid::from_child);
+    loop {
+        match wait(WaitOptions::empty()) {
+            Ok(Some((pid, status))) if pid == main => {
+                stop(forwarder);
+                let code = status
+                    .exit_status()
+                    .or_else(|| status.terminating_signal().map(|signal| 128 + signal))
+                    .unwrap_or(125);
+                return ExitCode::from(u8::try_from(code).unwrap_or(125));
+            }
+            // The forwarder ended by itself: it was reaped here, so it is not killed later.
+            Ok(Some((pid, _))) if Some(pid) == helper => forwarder = None,
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => {
+                let _ = writeln!(io::stderr(), "agentguard-relay: waiting failed: {e}");
+                return ExitCode::from(125);
+            }
+        }
+    }
+}
+
+/// Kills and reaps the forwarder, when there is one still running.
+fn stop(forwarder: Option<Child>) {
+    if let Some(mut forwarder) = forwarder {
+        let _ = forwarder.kill();
+        let _ = forwarder.wait();
     }
 }
 

@@ -33,7 +33,7 @@ fn dry_run_prints_the_hardened_argv_with_paths_relative_to_the_config() {
     let argv = stdout(&out);
     let ws = dir.path().join("ws").canonicalize().unwrap();
     for needle in [
-        "/nonexistent/bin/docker run --rm --init --name agentguard-",
+        "/nonexistent/bin/docker run --rm --name agentguard-",
         "--network none --read-only",
         "--cap-drop ALL --security-opt no-new-privileges --user 65534:65534",
         "--memory 512m --memory-swap 512m --cpus 1 --pids-limit 128",
@@ -47,6 +47,8 @@ fn dry_run_prints_the_hardened_argv_with_paths_relative_to_the_config() {
         assert!(argv.contains(needle), "{needle:?} missing from {argv}");
     }
     assert_eq!(argv.lines().count(), 1);
+    // The relay is the container's init: no engine init behind it.
+    assert!(!argv.contains("--init"), "{argv}");
 }
 
 #[test]

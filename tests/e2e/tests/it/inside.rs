@@ -68,7 +68,12 @@ fn expectations(combo: &Combo) -> Vec<Check> {
             Box::new(|got: &str| {
                 got.contains("init") || got.contains("catatonit") || got.contains("tini")
             }),
-            "an init process as pid 1 (--init)",
+            "an init process as pid 1 (--init: the executor alone, without the relay)",
+        ),
+        (
+            "zombies",
+            eq("0"),
+            "an orphan that ended was reaped by pid 1",
         ),
         ("done", eq("1"), "the probe ran to the end"),
     ];

@@ -119,6 +119,61 @@ fn a_broken_network_fails_the_receipt_and_the_command_never_runs() -> Result<()>
     Ok(())
 }
 
+/// What `reap.sh` does inside: names pid 1, leaves an orphan that ends, counts zombies a
+/// second later, then ends as its argument says (an exit code, or a signal it sends itself).
+const REAP: &str = r#"echo "pid1=$(tr '\0' ' ' < /proc/1/cmdline)"
+sh -c 'sh -c "exit 0" & exit 0'
+sleep 1
+echo "zombies=$(grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l)"
+case "$1" in
+    term) kill -TERM $$ ;;
+    *) exit "$1" ;;
+esac
+"#;
+
+/// The relay is the container's init: pid 1, it reaps an orphan, and it passes the command's
+/// status on (an exit code as it is, a signal as 128 + its number).
+#[test]
+fn the_relay_is_pid_1_reaps_orphans_and_passes_the_status_on() -> Result<()> {
+    let combo = combo_or_skip!("the_relay_is_pid_1_reaps_orphans_and_passes_the_status_on");
+    let ws = Folder::new(&combo.unique("reap"), (0, 0))?;
+    std::fs::write(ws.join("reap.sh"), REAP)?;
+    let config = ws.join("agentguard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "image = \"{}\"\nengine = \"{}\"\n{}workspace = \".\"\ntimeout = 60\n\n[commands]\nseven = [\"sh\", \"/workspace/reap.sh\", \"7\"]\nterm = [\"sh\", \"/workspace/reap.sh\", \"term\"]\n",
+            combo.probe_image,
+            combo.program(),
+            combo.runtime_line(),
+        ),
+    )?;
+    for (name, code) in [("seven", 7), ("term", 143)] {
+        let run = Command::new(&combo.binary)
+            .args(["run", "--config"])
+            .arg(&config)
+            .arg(name)
+            .output()?;
+        let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        ensure!(
+            run.status.code() == Some(code),
+            "{} {name}: {:?}: {stdout} {stderr}",
+            combo.label(),
+            run.status
+        );
+        ensure!(
+            stdout.contains("pid1=/run/agentguard/relay --receipt "),
+            "{name}: pid 1 is not the relay: {stdout}"
+        );
+        ensure!(
+            stdout.contains("zombies=0"),
+            "{name}: an orphan was not reaped: {stdout}"
+        );
+    }
+    Ok(())
+}
+
 /// The engine program on PATH.
 fn which(program: &str) -> Result<String> {
     let out = Command::new("sh")
