@@ -40,29 +40,7 @@ fn main() {
     let config = args.next().expect("CONFIG");
     let rounds: usize = args.next().and_then(|r| r.parse().ok()).unwrap_or(15);
 
-    let dry = Command::new(&binary)
-        .args(["run", "--config", &config, "noop", "--dry-run"])
-        .output()
-        .expect("dry run");
-    assert!(
-        dry.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dry.stderr)
-    );
-    let argv: Vec<String> = String::from_utf8_lossy(&dry.stdout)
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
-    let relay = std::path::Path::new(&config).with_file_name("relay");
-    let _ = std::fs::remove_file(&relay);
-    let written = Command::new(&binary)
-        .args(["k8s", "relay"])
-        .arg(&relay)
-        .status()
-        .expect("agentguard k8s relay");
-    assert!(written.success(), "agentguard k8s relay failed");
-    let receipt_argv = relay_from(&argv, &relay.to_string_lossy());
-    let argv = without_relay(argv);
+    let (argv, receipt_argv) = argvs(&binary, &config);
     let named = |argv: &[String], round: usize, peer: &str| {
         let mut args = argv[1..].to_vec();
         let at = args.iter().position(|a| a == "--name").expect("--name") + 1;
@@ -115,9 +93,48 @@ fn main() {
         "| the isolation receipt's checks inside the container (`micros` of the runs' `isolation_receipt` events) | {:.2} ms | |",
         receipt as f64 / 1e3
     );
+    inside_rows(&receipt_argv);
+    println!(
+        "\n{rounds} alternating rounds of `true` in the busybox probe image. The relay as init with the receipt against the engine's init, each round's second row less its first: median {:+.1} ms, quartiles {:+.1} and {:+.1} ms.",
+        quartile(2),
+        quartile(1),
+        quartile(3)
+    );
+}
+
+/// The hardened argv of `noop` behind the engine's init, and the dry run's own argv with the
+/// relay (written by `agentguard k8s relay` beside CONFIG) mounted as its init.
+fn argvs(binary: &str, config: &str) -> (Vec<String>, Vec<String>) {
+    let dry = Command::new(binary)
+        .args(["run", "--config", config, "noop", "--dry-run"])
+        .output()
+        .expect("dry run");
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    let argv: Vec<String> = String::from_utf8_lossy(&dry.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let relay = std::path::Path::new(config).with_file_name("relay");
+    let _ = std::fs::remove_file(&relay);
+    let written = Command::new(binary)
+        .args(["k8s", "relay"])
+        .arg(&relay)
+        .status()
+        .expect("agentguard k8s relay");
+    assert!(written.success(), "agentguard k8s relay failed");
+    let receipt_argv = relay_from(&argv, &relay.to_string_lossy());
+    (without_relay(argv), receipt_argv)
+}
+
+/// The rows of [`inside`], under each runtime.
+fn inside_rows(receipt_argv: &[String]) {
     for runtime in [None, Some("runsc")] {
         let under = runtime.map_or(String::new(), |r| format!(" (`--runtime {r}`)"));
-        let Some((engine, relayed)) = inside(&receipt_argv, runtime) else {
+        let Some((engine, relayed)) = inside(receipt_argv, runtime) else {
             println!(
                 "| inside one container{under}: SKIPPED, no {ENGINE_INIT} to compare with | | |"
             );
@@ -131,12 +148,6 @@ fn main() {
             relayed - engine
         );
     }
-    println!(
-        "\n{rounds} alternating rounds of `true` in the busybox probe image. The relay as init with the receipt against the engine's init, each round's second row less its first: median {:+.1} ms, quartiles {:+.1} and {:+.1} ms.",
-        quartile(2),
-        quartile(1),
-        quartile(3)
-    );
 }
 
 /// The dry run's argv with the command as its own entrypoint behind the engine's init: no
@@ -174,8 +185,8 @@ fn without_relay(argv: Vec<String>) -> Vec<String> {
 }
 
 /// Blocks of this many runs each way inside one container, alternating.
-const INSIDE_RUNS: u32 = 200;
-const INSIDE_BLOCKS: u32 = 5;
+const INSIDE_RUNS: u32 = 100;
+const INSIDE_BLOCKS: u32 = 10;
 /// Docker's init (a static tini), mounted beside the relay for the comparison.
 const ENGINE_INIT: &str = "/usr/bin/docker-init";
 
@@ -227,9 +238,10 @@ fn inside(receipt_argv: &[String], runtime: Option<&str>) -> Option<(f64, f64)> 
         .expect("the inside run");
     assert!(
         out.status.success(),
-        "the inside run failed ({}): {}",
+        "the inside run failed ({}): {} {}\n{args:?}",
         out.status,
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
     );
     let (mut engine, mut relayed) = (0.0, 0.0);
     for line in String::from_utf8_lossy(&out.stdout).lines() {

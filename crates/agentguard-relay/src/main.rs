@@ -33,6 +33,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,7 +60,7 @@ fn main() -> ExitCode {
         // A `network = "none"` run: the receipt, then the command in the relay's place.
         [flag, ids, dash, argv @ ..] if flag == "--receipt" && dash == "--" && !argv.is_empty() => {
             match expect(ids, None, false) {
-                Some(expect) if receipt::give(&expect) => supervise(argv, None),
+                Some(expect) if receipt::give(&expect) => supervise(argv, expect.ids(), None),
                 _ => ExitCode::from(ISOLATION_FAILED),
             }
         }
@@ -71,7 +72,7 @@ fn main() -> ExitCode {
                 && !argv.is_empty() =>
         {
             match expect(ids, None, true) {
-                Some(expect) if receipt::give(&expect) => supervise(argv, None),
+                Some(expect) if receipt::give(&expect) => supervise(argv, expect.ids(), None),
                 _ => ExitCode::from(ISOLATION_FAILED),
             }
         }
@@ -80,7 +81,7 @@ fn main() -> ExitCode {
             if flag == "--receipt" && dash == "--" && !argv.is_empty() =>
         {
             match expect(ids, Some(socket), false) {
-                Some(expect) if receipt::give(&expect) => relay(port, socket, argv),
+                Some(expect) if receipt::give(&expect) => relay(port, socket, argv, expect.ids()),
                 _ => ExitCode::from(ISOLATION_FAILED),
             }
         }
@@ -88,7 +89,7 @@ fn main() -> ExitCode {
         // the checks cannot hold); agentguard's runs never ask for it, and the executor refuses
         // a run whose stderr does not begin with a receipt.
         [port, socket, dash, argv @ ..] if dash == "--" && !argv.is_empty() => {
-            relay(port, socket, argv)
+            relay(port, socket, argv, None)
         }
         _ => {
             let _ = writeln!(
@@ -115,7 +116,7 @@ fn expect<'a>(ids: &str, socket: Option<&'a str>, cluster: bool) -> Option<recei
 }
 
 /// Binds the port, starts the forwarder, and runs the command.
-fn relay(port: &str, socket: &str, argv: &[String]) -> ExitCode {
+fn relay(port: &str, socket: &str, argv: &[String], ids: Option<(u32, u32)>) -> ExitCode {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         let _ = writeln!(io::stderr(), "agentguard-relay: {what}: {e}");
         ExitCode::from(125)
@@ -138,7 +139,7 @@ fn relay(port: &str, socket: &str, argv: &[String]) -> ExitCode {
         .stdout(Stdio::null())
         .spawn();
     match forwarder {
-        Ok(forwarder) => supervise(argv, Some(forwarder)),
+        Ok(forwarder) => supervise(argv, ids, Some(forwarder)),
         Err(e) => fail("cannot start the forwarder", &e),
     }
 }
@@ -147,8 +148,18 @@ fn relay(port: &str, socket: &str, argv: &[String]) -> ExitCode {
 /// meanwhile (as PID 1, the container's orphans); returns its status: its exit code, or 128 +
 /// the signal that killed it, or the status a shell gives a command it cannot start. The
 /// forwarder, if any, is killed once the command ends.
-fn supervise(argv: &[String], mut forwarder: Option<Child>) -> ExitCode {
-    let command = match Command::new(&argv[0]).args(&argv[1..]).spawn() {
+///
+/// With the run's `ids` (the ones the receipt found) the child sets them itself before it
+/// execs (a no-op that states them), which also makes std start it with `fork` rather than
+/// `posix_spawn`: glibc's `posix_spawn` resets every signal's disposition in the child, one
+/// system call each, which under gVisor cost more than the rest of the start.
+fn supervise(argv: &[String], ids: Option<(u32, u32)>, mut forwarder: Option<Child>) -> ExitCode {
+    let mut command = Command::new(&argv[0]);
+    command.args(&argv[1..]);
+    if let Some((uid, gid)) = ids {
+        command.uid(uid).gid(gid);
+    }
+    let command = match command.spawn() {
         Ok(command) => command,
         Err(error) => {
             stop(forwarder);

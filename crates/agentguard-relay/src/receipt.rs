@@ -10,8 +10,8 @@
 //!   shows no ambient set: it is empty when the permitted one is);
 //! - `no_new_privs`: set (`/proc/self/status`; gVisor does not show the line, so there the
 //!   kernel is asked with `prctl(PR_GET_NO_NEW_PRIVS)`, and the receipt says which);
-//! - `root_read_only`: the root file system is mounted read-only (`/proc/self/mountinfo`;
-//!   `statvfs` where that cannot be read);
+//! - `root_read_only`: the root file system is mounted read-only (`statvfs` saying so; where
+//!   it does not, as under gVisor, the last mount at `/` in `/proc/self/mountinfo`);
 //! - `proxy` (egress runs): the egress proxy accepts on its socket.
 //!
 //! In a cluster's pod (`--cluster`) the network is the pod's own, confined by the run's
@@ -48,13 +48,20 @@ pub(crate) struct Expect<'a> {
     pub(crate) cluster: bool,
 }
 
+impl Expect<'_> {
+    /// The run's user and group ids.
+    pub(crate) fn ids(&self) -> Option<(u32, u32)> {
+        Some((self.uid, self.gid))
+    }
+}
+
 /// What a cluster's receipt says of the network checks it records without requiring them.
 pub(crate) const CLUSTER_NETWORK: &str =
     "seen, not required: on a cluster the run's NetworkPolicy confines the pod";
 
 /// Every check, reading the `/proc` under `root` (`/` in a container; a fake tree in tests).
 pub(crate) fn take(root: &Path, expect: &Expect<'_>) -> Vec<Check> {
-    let status = std::fs::read_to_string(root.join("proc/self/status")).unwrap_or_default();
+    let status = read(&root.join("proc/self/status")).unwrap_or_default();
     let interfaces = interfaces(root);
     let only_lo = interfaces.ok;
     let mut network = [interfaces, routes(root, only_lo)];
@@ -88,7 +95,7 @@ fn check(name: &'static str, ok: bool, observed: impl Into<String>) -> Check {
 }
 
 fn interfaces(root: &Path) -> Check {
-    let Ok(dev) = std::fs::read_to_string(root.join("proc/net/dev")) else {
+    let Ok(dev) = read(&root.join("proc/net/dev")) else {
         return check("interfaces", false, "/proc/net/dev cannot be read");
     };
     let names: Vec<&str> = dev
@@ -102,9 +109,9 @@ fn interfaces(root: &Path) -> Check {
 
 fn routes(root: &Path, only_lo: bool) -> Check {
     // IPv4: `Iface Destination Gateway ...`, one line per route after a header.
-    let v4 = std::fs::read_to_string(root.join("proc/net/route")).ok();
+    let v4 = read(&root.join("proc/net/route")).ok();
     // IPv6: the device is the last field of each line; no header.
-    let v6 = std::fs::read_to_string(root.join("proc/net/ipv6_route")).ok();
+    let v6 = read(&root.join("proc/net/ipv6_route")).ok();
     let mut elsewhere: Vec<String> = Vec::new();
     if let Some(v4) = &v4 {
         for line in v4.lines().skip(1) {
@@ -214,11 +221,47 @@ fn no_new_privs(status: &str) -> Check {
     }
 }
 
-/// The root file system's mount options, from the last `/proc/self/mountinfo` line mounted
-/// at `/` (a later mount there hides an earlier one); gVisor shows `ro` there while its
-/// `statvfs` does not, so `statvfs` is asked only when the table cannot be read.
+/// The most of one `/proc` file read: far more than any table here holds in a container.
+const MAX_PROC_FILE: usize = 256 * 1024;
+
+/// A `/proc` file's text, read in as few calls as it takes (gVisor makes each of them costly,
+/// and `read_to_string`'s small first reads add several): one open, reads of up to 64 KiB
+/// until the end, one close.
+fn read(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut bytes = vec![0u8; 64 * 1024];
+    let mut len = 0;
+    loop {
+        if len == bytes.len() {
+            if len >= MAX_PROC_FILE {
+                return Err(std::io::Error::other("larger than the receipt reads"));
+            }
+            bytes.resize(len * 2, 0);
+        }
+        match file.read(&mut bytes[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(len);
+    String::from_utf8(bytes).map_err(std::io::Error::other)
+}
+
+/// Whether the root file system is mounted read-only: `statvfs` saying so is enough (one
+/// call); gVisor's never does, so the last `/proc/self/mountinfo` line mounted at `/` (a later
+/// mount there hides an earlier one) is read then, and `statvfs`'s answer stands only when that
+/// table cannot be read.
 fn root_read_only(root: &Path) -> Check {
-    if let Ok(table) = std::fs::read_to_string(root.join("proc/self/mountinfo")) {
+    let stat = rustix::fs::statvfs(root);
+    if let Ok(stat) = &stat
+        && stat.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY)
+    {
+        return check("root_read_only", true, "ro (statvfs)");
+    }
+    if let Ok(table) = read(&root.join("proc/self/mountinfo")) {
         let options = table.lines().rev().find_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             (fields.get(4) == Some(&"/")).then(|| fields.get(5).copied().unwrap_or(""))
@@ -235,15 +278,8 @@ fn root_read_only(root: &Path) -> Check {
             None => check("root_read_only", false, "no mount at / in mountinfo"),
         };
     }
-    match rustix::fs::statvfs(root) {
-        Ok(stat) => {
-            let ro = stat.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY);
-            check(
-                "root_read_only",
-                ro,
-                format!("{} (statvfs)", if ro { "ro" } else { "rw" }),
-            )
-        }
+    match stat {
+        Ok(_) => check("root_read_only", false, "rw (statvfs)"),
         Err(e) => check("root_read_only", false, format!("statvfs failed: {e}")),
     }
 }

@@ -248,3 +248,15 @@ fn a_clusters_pod_records_its_network_without_requiring_lo_and_checks_the_rest()
     let checks = take(dir.path(), &cluster);
     assert!(!get(&checks, "ids").ok, "{checks:?}");
 }
+
+#[test]
+fn a_proc_file_is_read_whole_up_to_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = "x".repeat(100_000);
+    std::fs::write(dir.path().join("big"), &big).unwrap();
+    assert_eq!(super::read(&dir.path().join("big")).unwrap(), big);
+    let huge = "x".repeat(super::MAX_PROC_FILE + 1);
+    std::fs::write(dir.path().join("huge"), huge).unwrap();
+    assert!(super::read(&dir.path().join("huge")).is_err());
+    assert!(super::read(&dir.path().join("absent")).is_err());
+}
