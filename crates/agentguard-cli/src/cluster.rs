@@ -130,7 +130,7 @@ pub(crate) async fn counted(
 /// (add where it went with [`on_cluster`]): recorded before the run's `container_run`.
 pub(crate) fn receipt_event(name: &str, job: &str, outcome: &Outcome) -> Option<Event> {
     let receipt = match outcome {
-        Ok(Ok(ran)) => Some(&ran.receipt),
+        Ok(Ok(ran)) => ran.receipt.as_ref(),
         Ok(Err(_)) => None,
         Err(error) => error.receipt(),
     };

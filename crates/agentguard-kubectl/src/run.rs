@@ -38,8 +38,10 @@ pub struct Ran {
     pub proxy: Option<ProxyStream>,
     /// The run container's `imageID` from the pod's status (the image the node ran).
     pub image_id: Option<String>,
-    /// The isolation receipt the relay took inside the pod before the command started.
-    pub receipt: Receipt,
+    /// The isolation receipt the relay took inside the pod before the command started;
+    /// `None` only for a run whose deadline passed before its pod wrote anything (the command
+    /// never started: the timeout is how it ended).
+    pub receipt: Option<Receipt>,
 }
 
 /// A refusal before anything is created: a seed default the cluster cannot keep that the
@@ -151,11 +153,15 @@ async fn run_checked(
 }
 
 /// The receipt at the head of the pod's log and the log after it; a failed receipt, or none,
-/// refuses the run (the relay never started the command).
-fn taken(watched: &Watched) -> Result<(Receipt, Vec<u8>)> {
+/// refuses the run (the relay never started the command), unless the deadline passed before
+/// the pod wrote anything at all: then nothing ran, and the timeout is reported.
+fn taken(watched: &Watched) -> Result<(Option<Receipt>, Vec<u8>)> {
+    if matches!(watched.ended, Ended::TimedOut) && watched.logs.is_empty() {
+        return Ok((None, Vec::new()));
+    }
     let (line, rest) = Receipt::leading(&watched.logs);
     match Receipt::parse(line) {
-        Ok(receipt) if receipt.passed => Ok((receipt, rest.to_vec())),
+        Ok(receipt) if receipt.passed => Ok((Some(receipt), rest.to_vec())),
         Ok(receipt) => Err(Error::IsolationFailed {
             what: receipt.failures(),
             receipt: Some(Box::new(receipt)),

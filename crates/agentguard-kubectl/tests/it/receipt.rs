@@ -17,15 +17,15 @@ async fn a_passing_receipt_is_kept_and_taken_off_the_output() {
     };
     let ran = ran.unwrap();
     assert_eq!(ran.result.stdout, b"1 passed\n");
-    assert!(ran.receipt.passed, "{:?}", ran.receipt);
+    let receipt = ran.receipt.expect("a receipt");
+    assert!(receipt.passed, "{receipt:?}");
     assert_eq!(
-        ran.receipt.checks["ids"],
+        receipt.checks["ids"],
         "uid 65534/65534/65534/65534 gid 65534/65534/65534/65534"
     );
     assert!(
-        ran.receipt.checks["interfaces"].contains("not required"),
-        "{:?}",
-        ran.receipt
+        receipt.checks["interfaces"].contains("not required"),
+        "{receipt:?}"
     );
     cluster.assert_gone(RUN);
 }
@@ -72,4 +72,27 @@ async fn no_receipt_or_a_garbled_one_refuses_the_run_with_what_the_log_said() {
         assert!(error.receipt().is_none());
         cluster.assert_gone(RUN);
     }
+}
+
+#[tokio::test]
+async fn a_deadline_before_the_pod_wrote_anything_is_a_timeout_and_output_without_a_receipt_is_not()
+{
+    let scenario = json!({"run_s": -1, "receipt": null});
+    let Some((ran, cluster)) = run_in(scenario, Duration::from_secs(3), 4096).await else {
+        return;
+    };
+    let ran = ran.unwrap();
+    assert_eq!(ran.result.status, agentguard_container::RunStatus::TimedOut);
+    assert!(ran.receipt.is_none());
+    assert!(ran.result.stdout.is_empty());
+    cluster.assert_gone(RUN);
+    drop(cluster);
+    let scenario = json!({"run_s": -1, "receipt": null, "logs": "ran anyway\n"});
+    let Some((ran, cluster)) = run_in(scenario, Duration::from_secs(3), 4096).await else {
+        return;
+    };
+    let error = ran.unwrap_err();
+    assert_eq!(error.reason(), "isolation_failed");
+    assert!(error.to_string().contains("ran anyway"), "{error}");
+    cluster.assert_gone(RUN);
 }
