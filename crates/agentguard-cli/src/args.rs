@@ -68,7 +68,7 @@ pub(crate) enum Command {
 }
 
 pub(crate) use crate::args_learn::{
-    ConfigCommand, InitArgs, PolicyCommand, SuggestArgs, SuggestFormat, Template,
+    CheckArgs, ConfigCommand, InitArgs, PolicyCommand, SuggestArgs, SuggestFormat, Template,
 };
 
 #[derive(Debug, Args)]

@@ -41,6 +41,23 @@ pub(crate) enum PolicyCommand {
     /// Print what to add to a config so that what verified audit logs show refused (or an
     /// observe run let through) would be allowed: exact hosts, ports, route methods and paths.
     Suggest(SuggestArgs),
+    /// Say, without running anything, whether the policy file NEW stays within an operator's
+    /// floor and, against OLD, what it adds and removes; exit 1 when it goes beyond the floor,
+    /// or adds to OLD, naming each entry (a pattern covered by a wider one counts as covered).
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// The floor: the largest policy any config may grant (a policy file).
+    #[arg(long, env = "AGENTGUARD_FLOOR", value_name = "FILE")]
+    pub(crate) floor: Option<PathBuf>,
+    /// The policy file NEW replaces.
+    #[arg(long, value_name = "OLD")]
+    pub(crate) against: Option<PathBuf>,
+    /// The policy file to check.
+    #[arg(value_name = "NEW")]
+    pub(crate) new: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

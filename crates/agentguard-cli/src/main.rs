@@ -24,6 +24,7 @@ mod mcp;
 mod net_args;
 mod output;
 mod plan;
+mod policy_check;
 mod run;
 mod signal;
 mod suggest;
@@ -75,6 +76,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Tools(args) => mcp::tools(&args),
         Command::K8s(command) => k8s::run(&command),
         Command::Policy(args::PolicyCommand::Suggest(args)) => suggest::run(&args),
+        Command::Policy(args::PolicyCommand::Check(args)) => policy_check::run(&args),
         Command::Init(args) => init::run(&args),
         Command::Config(args::ConfigCommand::Schema) => {
             let schema = serde_json::to_string_pretty(&config::schema())?;

@@ -25,6 +25,7 @@ mod json;
 mod kubernetes;
 mod params;
 mod policy;
+mod policy_file;
 mod route_env;
 mod routes;
 mod target;
@@ -38,6 +39,7 @@ pub use error::{ConfigError, KeyError};
 pub use json::from_json;
 pub use kubernetes::KubernetesConfig;
 pub use policy::{check_ports, policy_from};
+pub use policy_file::{PolicyFile, load_policy};
 pub use routes::{RouteTable, Routes, SecretCheck, SecretSource};
 
 /// A number or a string (`cpus = 1`, `cpus = "1.5"`).

@@ -53,6 +53,14 @@ pub struct RouteTable {
     pub(crate) ca_file: Option<PathBuf>,
 }
 
+impl RouteTable {
+    /// What the route grants as written: its upstream, its methods (empty: the defaults) and
+    /// the ranges it opens for its upstream.
+    pub(crate) fn grant(&self) -> (&str, &[String], &[String]) {
+        (&self.upstream, &self.methods, &self.allow_cidrs)
+    }
+}
+
 /// The secrets and routes of a config, shapes checked.
 #[derive(Debug, Default, Clone)]
 pub struct Routes {

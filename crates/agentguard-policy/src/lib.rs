@@ -12,6 +12,7 @@
 
 mod addr;
 mod authority;
+mod bound;
 mod check;
 mod command;
 mod decision;
@@ -33,6 +34,7 @@ pub use addr::{
     special_networks,
 };
 pub use authority::{Authority, parse_port};
+pub use bound::{Grant, Widening, covers};
 pub use check::MAX_VALUE_BYTES;
 pub use command::{CommandAllowlist, MAX_COMMAND_NAME_LEN};
 pub use decision::{Denial, Reason};

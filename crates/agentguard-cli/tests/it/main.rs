@@ -18,6 +18,7 @@ mod mcp_cluster;
 mod mcp_wire;
 mod params;
 mod per_command;
+mod policy_check;
 mod proof;
 mod routes;
 mod run;
@@ -31,6 +32,7 @@ pub(crate) fn agentguard(args: &[&str]) -> Output {
         .args(args)
         .env_remove("AGENTGUARD_LOG")
         .env_remove("AGENTGUARD_CONFIG")
+        .env_remove("AGENTGUARD_FLOOR")
         .output()
         .expect("the agentguard binary runs")
 }

@@ -1,0 +1,162 @@
+//! A policy file: the egress allow rules of a shared proxy (`egress-proxy --policy FILE`), an
+//! operator's floor (`--floor FILE`), and what `agentguard policy check` compares. Its
+//! top-level keys are exactly the `[egress]` table's that grant access (`allow`,
+//! `allow_ports`, `allow_cidrs`, `nameservers`), plus `[routes.NAME]` and `[secrets]` as in a
+//! run config; any other key is refused. Checked completely at load: every pattern, port,
+//! range, route shape and method, so a file that loads is one a proxy can serve.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use agentguard_policy::{Grant, HostPattern, parse_cidr};
+use serde::Deserialize;
+
+use crate::error::{ConfigError, KeyError};
+use crate::routes::{RouteTable, Routes, SecretSource};
+
+/// The methods of a route that names none (`agentguard-egress`'s default).
+const DEFAULT_METHODS: [&str; 2] = ["GET", "HEAD"];
+/// The methods a route may name.
+const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyTable {
+    #[serde(default)]
+    allow: Vec<String>,
+    allow_ports: Option<Vec<u16>>,
+    #[serde(default)]
+    allow_cidrs: Vec<String>,
+    #[serde(default)]
+    nameservers: Vec<String>,
+    #[serde(default)]
+    routes: BTreeMap<String, RouteTable>,
+    #[serde(default)]
+    secrets: BTreeMap<String, SecretSource>,
+}
+
+/// A loaded policy file.
+#[derive(Debug, Clone)]
+pub struct PolicyFile {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// The SHA-256 of its bytes, in hex.
+    pub sha256: String,
+    /// What it grants.
+    pub grant: Grant,
+    /// Its nameservers as written (checked to parse).
+    pub nameservers: Vec<String>,
+    /// Its routes and secrets, shapes checked.
+    pub routes: Routes,
+}
+
+/// Loads and checks the policy file at `path`.
+pub fn load_policy(path: &Path) -> Result<PolicyFile, ConfigError> {
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let parse = |message: String| ConfigError::Parse {
+        path: path.to_owned(),
+        message,
+    };
+    let text = String::from_utf8(bytes.clone())
+        .map_err(|_| parse("is not UTF-8 text; a policy file is TOML".into()))?;
+    let table: PolicyTable = toml::from_str(&text).map_err(|e| parse(e.to_string()))?;
+    let key = |e: KeyError| parse(e.to_string());
+    let grant = grant_of(&table).map_err(key)?;
+    for server in &table.nameservers {
+        agentguard_netpin::DnsResolver::parse_nameserver(server)
+            .map_err(|e| parse(format!("nameservers: {server:?}: {e}")))?;
+    }
+    let folder = path.parent().map(Path::to_owned).unwrap_or_default();
+    let routes = Routes::from_file(table.secrets, table.routes, &BTreeMap::new(), |p| {
+        folder.join(p)
+    })
+    .map_err(key)?;
+    Ok(PolicyFile {
+        path: path.to_owned(),
+        sha256: agentguard_audit::sha256_hex(&bytes),
+        grant,
+        nameservers: table.nameservers,
+        routes,
+    })
+}
+
+/// What the table grants, every value checked.
+fn grant_of(table: &PolicyTable) -> Result<Grant, KeyError> {
+    let mut grant = Grant::default();
+    for pattern in &table.allow {
+        let parsed =
+            HostPattern::parse(pattern).map_err(|e| KeyError::new("allow", e.to_string()))?;
+        grant.hosts.push(parsed);
+    }
+    grant.ports = match &table.allow_ports {
+        None => BTreeSet::from([agentguard_policy::DEFAULT_PORT]),
+        Some(ports) => {
+            crate::policy::check_ports("allow_ports", Some(ports))?;
+            ports.iter().copied().collect()
+        }
+    };
+    for cidr in &table.allow_cidrs {
+        grant
+            .cidrs
+            .push(parse_cidr(cidr).map_err(|e| KeyError::new("allow_cidrs", e.to_string()))?);
+    }
+    for (name, route) in &table.routes {
+        let (upstream, methods, cidrs) = route.grant();
+        let mut allowed = BTreeSet::new();
+        let given: Vec<&str> = if methods.is_empty() {
+            DEFAULT_METHODS.to_vec()
+        } else {
+            methods.iter().map(String::as_str).collect()
+        };
+        for method in given {
+            if !METHODS.contains(&method) {
+                return Err(KeyError::new(
+                    format!("routes.{name}.methods"),
+                    format!(
+                        "{method:?} is not one of {} (upper case)",
+                        METHODS.join(", ")
+                    ),
+                ));
+            }
+            allowed.insert(method.to_owned());
+        }
+        for cidr in cidrs {
+            grant.cidrs.push(
+                parse_cidr(cidr).map_err(|e| {
+                    KeyError::new(format!("routes.{name}.allow_cidrs"), e.to_string())
+                })?,
+            );
+        }
+        grant
+            .routes
+            .entry(origin(upstream))
+            .or_default()
+            .extend(allowed);
+    }
+    Ok(grant)
+}
+
+/// An upstream as the same origin however it is written: scheme and authority in lower case,
+/// no trailing `/`.
+fn origin(upstream: &str) -> String {
+    let trimmed = upstream.trim_end_matches('/');
+    match trimmed.find("://") {
+        Some(at) => {
+            let rest = &trimmed[at + 3..];
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            format!(
+                "{}://{}{path}",
+                trimmed[..at].to_ascii_lowercase(),
+                authority.to_ascii_lowercase()
+            )
+        }
+        None => trimmed.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
