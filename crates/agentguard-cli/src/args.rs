@@ -261,6 +261,10 @@ pub(crate) struct EgressProxyArgs {
     /// Seconds open connections get to finish after SIGINT/SIGTERM before they are closed.
     #[arg(long, value_name = "S", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub(crate) grace: u64,
+    /// A policy file the allow rules and routes must stay within (the operator's floor); the
+    /// proxy refuses to start (exit 2) naming each entry beyond it.
+    #[arg(long, env = "AGENTGUARD_FLOOR", value_name = "FILE")]
+    pub(crate) floor: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

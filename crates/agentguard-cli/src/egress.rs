@@ -21,7 +21,13 @@ use crate::args::EgressProxyArgs;
 use crate::exit::{self, Exit};
 use crate::signal::Shutdown;
 
-pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
+/// The allow rules and routes of the flags, refused when they go beyond `--floor`.
+fn rules(
+    args: &EgressProxyArgs,
+) -> anyhow::Result<(
+    Option<agentguard_policy::TargetPolicy>,
+    Vec<agentguard_egress::Route>,
+)> {
     let routes = args
         .route
         .iter()
@@ -32,6 +38,15 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
         (true, false) => None,
         _ => Some(args.net.policy()?),
     };
+    if let Some(floor) = &args.floor {
+        let grant = agentguard_config::proxy_grant(policy.as_ref(), &routes);
+        agentguard_config::check_floor(&grant, floor, "egress-proxy")?;
+    }
+    Ok((policy, routes))
+}
+
+pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
+    let (policy, routes) = rules(args)?;
     let ip: IpAddr = args
         .bind
         .parse()

@@ -38,6 +38,8 @@ pub struct EgressTable {
     #[serde(default)]
     nameservers: Vec<String>,
     proxy_port: Option<u16>,
+    /// A policy file bounding what this config may grant (relative to the config).
+    floor: Option<PathBuf>,
 }
 
 /// The `[fetch]` table: the `fetch` tool of `agentguard mcp`, a DNS-pinned GET with the same
@@ -265,6 +267,16 @@ impl Commands {
         &self.config_sha256
     }
 
+    /// `[egress] floor`, resolved against the config's folder.
+    pub(crate) fn floor(&self) -> Option<&Path> {
+        self.egress.floor.as_deref()
+    }
+
+    /// Every egress policy the config holds: the shared one and each command's own.
+    pub(crate) fn all_policies(&self) -> impl Iterator<Item = &TargetPolicy> {
+        self.policy.iter().chain(self.policies.values().flatten())
+    }
+
     /// The `[secrets]` and `[routes]` of the config.
     pub fn routes(&self) -> &super::Routes {
         &self.routes
@@ -341,6 +353,9 @@ pub(crate) fn commands(
     on_cluster: bool,
     resolve: impl Fn(&Path) -> PathBuf,
 ) -> Result<Commands, KeyError> {
+    if let Some(egress) = file.egress.as_mut() {
+        egress.floor = egress.floor.as_deref().map(&resolve);
+    }
     let routes = super::Routes::from_file(
         std::mem::take(&mut file.secrets),
         std::mem::take(&mut file.routes),

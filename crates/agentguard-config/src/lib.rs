@@ -20,6 +20,7 @@ mod cluster_routes;
 mod commands;
 mod egress;
 mod error;
+mod floor;
 mod hint;
 mod json;
 mod kubernetes;
@@ -27,6 +28,7 @@ mod params;
 mod policy;
 mod policy_file;
 mod route_env;
+mod route_grant;
 mod routes;
 mod target;
 mod workspace;
@@ -36,6 +38,7 @@ pub use cluster_routes::proxy_route;
 pub use commands::{CommandEntry, CommandTable};
 pub use egress::{Commands, EgressTable, FetchTable, RELAY_ENV, RUN_DIR_ENV, runs_dir};
 pub use error::{ConfigError, KeyError};
+pub use floor::{FLOOR_ENV, check_floor, proxy_grant};
 pub use json::from_json;
 pub use kubernetes::KubernetesConfig;
 pub use policy::{check_ports, policy_from};
@@ -289,6 +292,7 @@ pub(crate) fn from_file(
         key_env: a.key_env.clone(),
     });
     let mut commands = egress::commands(&mut file, on_cluster, resolve).map_err(parse_error)?;
+    floor::check(&commands).map_err(parse_error)?;
     commands.config_sha256 = config_sha256;
     let fetch = file.fetch.take().map(|mut fetch| {
         fetch.ca_file = fetch.ca_file.as_deref().map(resolve);

@@ -14,11 +14,6 @@ use serde::Deserialize;
 use crate::error::{ConfigError, KeyError};
 use crate::routes::{RouteTable, Routes, SecretSource};
 
-/// The methods of a route that names none (`agentguard-egress`'s default).
-const DEFAULT_METHODS: [&str; 2] = ["GET", "HEAD"];
-/// The methods a route may name.
-const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
-
 /// The file as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,6 +70,10 @@ pub fn load_policy(path: &Path) -> Result<PolicyFile, ConfigError> {
         folder.join(p)
     })
     .map_err(key)?;
+    let mut grant = grant;
+    let routed = routes.grant().map_err(key)?;
+    grant.cidrs.extend(routed.cidrs);
+    grant.routes = routed.routes;
     Ok(PolicyFile {
         path: path.to_owned(),
         sha256: agentguard_audit::sha256_hex(&bytes),
@@ -104,58 +103,7 @@ fn grant_of(table: &PolicyTable) -> Result<Grant, KeyError> {
             .cidrs
             .push(parse_cidr(cidr).map_err(|e| KeyError::new("allow_cidrs", e.to_string()))?);
     }
-    for (name, route) in &table.routes {
-        let (upstream, methods, cidrs) = route.grant();
-        let mut allowed = BTreeSet::new();
-        let given: Vec<&str> = if methods.is_empty() {
-            DEFAULT_METHODS.to_vec()
-        } else {
-            methods.iter().map(String::as_str).collect()
-        };
-        for method in given {
-            if !METHODS.contains(&method) {
-                return Err(KeyError::new(
-                    format!("routes.{name}.methods"),
-                    format!(
-                        "{method:?} is not one of {} (upper case)",
-                        METHODS.join(", ")
-                    ),
-                ));
-            }
-            allowed.insert(method.to_owned());
-        }
-        for cidr in cidrs {
-            grant.cidrs.push(
-                parse_cidr(cidr).map_err(|e| {
-                    KeyError::new(format!("routes.{name}.allow_cidrs"), e.to_string())
-                })?,
-            );
-        }
-        grant
-            .routes
-            .entry(origin(upstream))
-            .or_default()
-            .extend(allowed);
-    }
     Ok(grant)
-}
-
-/// An upstream as the same origin however it is written: scheme and authority in lower case,
-/// no trailing `/`.
-fn origin(upstream: &str) -> String {
-    let trimmed = upstream.trim_end_matches('/');
-    match trimmed.find("://") {
-        Some(at) => {
-            let rest = &trimmed[at + 3..];
-            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            format!(
-                "{}://{}{path}",
-                trimmed[..at].to_ascii_lowercase(),
-                authority.to_ascii_lowercase()
-            )
-        }
-        None => trimmed.to_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -133,6 +133,11 @@ impl Route {
         self.upstream.host.to_string()
     }
 
+    /// The ranges this route opens for its upstream though not public (`allow_cidrs`).
+    pub fn allowed_cidrs(&self) -> &[IpNet] {
+        self.policy.addresses.allowed_cidrs()
+    }
+
     /// The methods allowed.
     pub fn methods(&self) -> Vec<&str> {
         self.methods.iter().map(Method::as_str).collect()

@@ -236,6 +236,23 @@ def test_invalid_values_raise_value_error_naming_the_key(keys: dict, named: str)
     assert named in str(raised.value), str(raised.value)
 
 
+def test_a_config_beyond_the_operators_floor_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    floor = tmp_path / "floor.toml"
+    floor.write_text('allow = ["*.example.com"]\n')
+    with pytest.raises(errors.ConfigError) as raised:
+        ContainerExecutor(IMAGE, {"t": ["true"]}, engine="docker", network="egress",
+                          egress={"allow": ["other.test"], "floor": str(floor)})
+    assert 'allow "other.test"' in str(raised.value), str(raised.value)
+    ContainerExecutor(IMAGE, {"t": ["true"]}, engine="docker", network="egress",
+                      egress={"allow": ["api.example.com"], "floor": str(floor)})
+    monkeypatch.setenv("AGENTGUARD_FLOOR", str(floor))
+    with pytest.raises(errors.ConfigError, match="AGENTGUARD_FLOOR"):
+        ContainerExecutor(IMAGE, {"t": ["true"]}, engine="docker", network="egress",
+                          egress={"allow": ["other.test"]})
+
+
 def test_a_bare_string_command_or_allowlist_is_refused() -> None:
     with pytest.raises(ValueError, match="commands"):
         ContainerExecutor(IMAGE, {"t": "rm -rf /"}, engine="docker")

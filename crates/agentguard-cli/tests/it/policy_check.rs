@@ -135,3 +135,102 @@ fn without_a_floor_or_an_old_policy_or_with_a_bad_file_it_is_a_usage_error() {
         stderr(&out)
     );
 }
+
+/// The floor at load (issue 40, item 2): a config granting anything beyond it is refused by
+/// `run`, `mcp`, `k8s manifests` and `egress-proxy` before anything starts, each entry named,
+/// whether the floor comes from `[egress] floor` or from `AGENTGUARD_FLOOR`; within it, the
+/// same config loads.
+#[test]
+fn a_config_beyond_its_floor_is_refused_at_load_everywhere() {
+    let (dir, [floor, _, _]) = files();
+    let config = |allow: &str, extra: &str| {
+        let path = dir
+            .path()
+            .join(format!("cfg-{}.toml", allow.len() + extra.len()));
+        std::fs::write(
+            &path,
+            format!(
+                "image = \"localhost/tools@sha256:{}\"\nnetwork = \"egress\"\n{extra}\n[egress]\nallow = [{allow}]\nfloor = \"floor.toml\"\n\n[commands]\nt = [\"true\"]\n",
+                "a".repeat(64)
+            ),
+        )
+        .unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let wide = config("\"api.example.com\", \"other.test\"", "");
+    let within = config("\"api.example.com\"", "");
+    let needle = "grants what the floor";
+    for args in [
+        vec!["run", "--config", &wide, "t", "--dry-run"],
+        vec!["mcp", "--config", &wide],
+        vec!["tools", "--config", &wide],
+    ] {
+        let out = agentguard(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.contains("[egress] floor")
+                && said.contains(needle)
+                && said.contains("allow \"other.test\""),
+            "{args:?}: {said}"
+        );
+    }
+    let out = agentguard(&["run", "--config", &within, "t", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The operator's floor from the environment applies to a config that names none.
+    let unbounded = dir.path().join("unbounded.toml");
+    std::fs::write(
+        &unbounded,
+        std::fs::read_to_string(&within)
+            .unwrap()
+            .replace("floor = \"floor.toml\"\n", "")
+            .replace("allow = [\"api.example.com\"]", "allow = [\"other.test\"]"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agentguard"))
+        .args([
+            "run",
+            "--config",
+            unbounded.to_str().unwrap(),
+            "t",
+            "--dry-run",
+        ])
+        .env("AGENTGUARD_FLOOR", &floor)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("AGENTGUARD_FLOOR"),
+        "{}",
+        stderr(&out)
+    );
+    // A cluster config is loaded the same way.
+    let cluster = config(
+        "\"other.test\"",
+        &format!(
+            "engine = \"kubernetes\"\n[kubernetes]\nnamespace = \"agentguard\"\nproxy_image = \"localhost/agentguard@sha256:{}\"\naccept_weakened = [\"tmp_noexec\", \"pids\"]\n",
+            "b".repeat(64)
+        ),
+    );
+    let out = agentguard(&["k8s", "manifests", "--config", &cluster, "t"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(needle), "{}", stderr(&out));
+    // The shared proxy started with flags.
+    let out = agentguard(&[
+        "egress-proxy",
+        "--allow",
+        "other.test",
+        "--allow-port",
+        "8080",
+        "--floor",
+        &floor,
+        "--port",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("allow \"other.test\"") && said.contains("allow_ports 8080"),
+        "{said}"
+    );
+}
