@@ -111,3 +111,30 @@ fn a_json_configs_digest_is_of_its_canonical_form() {
         agentguard_audit::sha256_hex(text.as_bytes())
     );
 }
+
+/// The floor through the Python package's JSON: `egress.floor` refuses at load, naming what
+/// is beyond it (issue 40).
+#[test]
+fn a_json_config_beyond_its_floor_is_refused_naming_the_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let floor = dir.path().join("floor.toml");
+    std::fs::write(&floor, "allow = [\"*.example.com\"]\n").unwrap();
+    let json = |allow: &str| {
+        serde_json::json!({
+            "image": "localhost/tools:1",
+            "network": "egress",
+            "commands": {"t": ["true"]},
+            "egress": {"allow": [allow], "floor": floor.to_str().unwrap()},
+        })
+        .to_string()
+    };
+    let Err(error) = crate::from_json(&json("other.test"), "ContainerExecutor", dir.path()) else {
+        panic!("a config beyond its floor loaded");
+    };
+    let error = error.to_string();
+    assert!(
+        error.contains("[egress] floor") && error.contains("allow \"other.test\""),
+        "{error}"
+    );
+    assert!(crate::from_json(&json("api.example.com"), "ContainerExecutor", dir.path()).is_ok());
+}
