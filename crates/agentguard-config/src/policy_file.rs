@@ -6,6 +6,7 @@
 //! range, route shape and method, so a file that loads is one a proxy can serve.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use agentguard_policy::{Grant, HostPattern, parse_cidr};
@@ -13,6 +14,9 @@ use serde::Deserialize;
 
 use crate::error::{ConfigError, KeyError};
 use crate::routes::{RouteTable, Routes, SecretSource};
+
+/// The largest policy file read.
+const MAX_POLICY_BYTES: u64 = 1024 * 1024;
 
 /// The file as written.
 #[derive(Debug, Deserialize)]
@@ -48,14 +52,27 @@ pub struct PolicyFile {
 
 /// Loads and checks the policy file at `path`.
 pub fn load_policy(path: &Path) -> Result<PolicyFile, ConfigError> {
-    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
     let parse = |message: String| ConfigError::Parse {
         path: path.to_owned(),
         message,
     };
+    let read = |source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    // A regular file only (a FIFO would hang the load, a device never end), and bounded.
+    let mut bytes = Vec::new();
+    agentguard_audit::open_regular(path)
+        .map_err(read)?
+        .take(MAX_POLICY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read)?;
+    if bytes.len() as u64 > MAX_POLICY_BYTES {
+        return Err(parse(format!(
+            "is larger than {} KiB; a policy file is a short list of rules",
+            MAX_POLICY_BYTES / 1024
+        )));
+    }
     let text = String::from_utf8(bytes.clone())
         .map_err(|_| parse("is not UTF-8 text; a policy file is TOML".into()))?;
     let table: PolicyTable = toml::from_str(&text).map_err(|e| parse(e.to_string()))?;

@@ -85,3 +85,26 @@ fn anything_else_is_refused_naming_the_key() {
         assert!(error.contains(needle), "{text}: {error}");
     }
 }
+
+#[test]
+fn only_a_bounded_regular_file_is_read() {
+    // A device would never end, a FIFO would hang the load: both are refused at once.
+    let error = load_policy(std::path::Path::new("/dev/zero"))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("reading"), "{error}");
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(load_policy(&fifo).is_err());
+    let big = dir.path().join("big.toml");
+    std::fs::write(&big, format!("# {}\n", "x".repeat(1024 * 1024))).unwrap();
+    let error = load_policy(&big).unwrap_err().to_string();
+    assert!(error.contains("larger than 1024 KiB"), "{error}");
+}
