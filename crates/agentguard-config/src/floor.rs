@@ -47,7 +47,8 @@ pub fn proxy_grant(policy: Option<&TargetPolicy>, routes: &[Route]) -> Grant {
         grant.cidrs.extend(route.allowed_cidrs().iter().copied());
         grant
             .routes
-            .entry(crate::route_grant::origin(&route.upstream()))
+            // A built route's upstream is already canonical; only the trailing `/` goes.
+            .entry(route.upstream().trim_end_matches('/').to_owned())
             .or_default()
             .extend(route.methods().into_iter().map(str::to_owned));
     }

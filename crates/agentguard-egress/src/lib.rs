@@ -48,7 +48,7 @@ pub use redact::REDACTED;
 pub use response::RefusalKind;
 pub use route::{Credential, DEFAULT_MAX_REQUEST_BYTES, Route, RouteBuilder, Secret};
 pub use route_headers::{DROPPED_REQUEST_HEADERS, DROPPED_RESPONSE_HEADERS};
-pub use route_rules::{DEFAULT_ROUTE_METHODS, check_path_prefix};
+pub use route_rules::{DEFAULT_ROUTE_METHODS, check_path_prefix, methods as route_methods};
 pub use route_target::{RouteTarget, TargetError, parse_route_target, path_allowed};
 pub use server::{EgressProxy, Shutdown};
 pub use sni::{Hello, server_name};

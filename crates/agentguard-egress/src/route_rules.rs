@@ -7,7 +7,9 @@ use http::Method;
 /// The methods of a route that names none.
 pub const DEFAULT_ROUTE_METHODS: [&str; 2] = ["GET", "HEAD"];
 
-pub(crate) fn methods(given: &[String]) -> std::result::Result<Vec<Method>, String> {
+/// A route's `methods` as written, checked: each one of the seven, upper case; none means
+/// [`DEFAULT_ROUTE_METHODS`]. The error says which method and what is allowed.
+pub fn methods(given: &[String]) -> std::result::Result<Vec<Method>, String> {
     if given.is_empty() {
         return Ok(vec![Method::GET, Method::HEAD]);
     }

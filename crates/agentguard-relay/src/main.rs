@@ -57,47 +57,44 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
         [flag, socket] if flag == "--forward" => forward(socket),
-        // A `network = "none"` run: the receipt, then the command in the relay's place.
-        [flag, ids, dash, argv @ ..] if flag == "--receipt" && dash == "--" && !argv.is_empty() => {
-            match expect(ids, None, false) {
-                Some(expect) if receipt::give(&expect) => supervise(argv, expect.ids(), None),
-                _ => ExitCode::from(ISOLATION_FAILED),
-            }
-        }
-        // A run in a cluster's pod: the receipt, then the command in the relay's place.
-        [flag, ids, cluster, dash, argv @ ..]
-            if flag == "--receipt"
-                && cluster == "--cluster"
-                && dash == "--"
-                && !argv.is_empty() =>
-        {
-            match expect(ids, None, true) {
-                Some(expect) if receipt::give(&expect) => supervise(argv, expect.ids(), None),
-                _ => ExitCode::from(ISOLATION_FAILED),
-            }
-        }
-        // An egress run: the receipt (the proxy's socket included), then the relay.
-        [flag, ids, port, socket, dash, argv @ ..]
-            if flag == "--receipt" && dash == "--" && !argv.is_empty() =>
-        {
-            match expect(ids, Some(socket), false) {
-                Some(expect) if receipt::give(&expect) => relay(port, socket, argv, expect.ids()),
-                _ => ExitCode::from(ISOLATION_FAILED),
-            }
-        }
+        [flag, ids, rest @ ..] if flag == "--receipt" => with_receipt(ids, rest),
         // The relay alone, without a receipt (a test's fake engine runs it on the host, where
         // the checks cannot hold); agentguard's runs never ask for it, and the executor refuses
         // a run whose stderr does not begin with a receipt.
         [port, socket, dash, argv @ ..] if dash == "--" && !argv.is_empty() => {
             relay(port, socket, argv, None)
         }
-        _ => {
-            let _ = writeln!(
-                io::stderr(),
-                "agentguard-relay: usage: agentguard-relay --receipt UID:GID [PORT SOCKET | --cluster] -- ARGV..."
-            );
-            ExitCode::from(125)
-        }
+        _ => usage(),
+    }
+}
+
+fn usage() -> ExitCode {
+    let _ = writeln!(
+        io::stderr(),
+        "agentguard-relay: usage: agentguard-relay --receipt UID:GID [PORT SOCKET | --cluster] -- ARGV..."
+    );
+    ExitCode::from(125)
+}
+
+/// `--receipt UID:GID` and then `-- ARGV` (a `network = "none"` run), `--cluster -- ARGV` (a
+/// cluster's pod) or `PORT SOCKET -- ARGV` (an egress run, its proxy's socket checked too):
+/// the receipt, and only when it holds, the command (behind the relay for egress).
+fn with_receipt(ids: &str, rest: &[String]) -> ExitCode {
+    let (socket, cluster, argv) = match rest {
+        [dash, argv @ ..] if dash == "--" => (None, false, argv),
+        [cluster, dash, argv @ ..] if cluster == "--cluster" && dash == "--" => (None, true, argv),
+        [port, socket, dash, argv @ ..] if dash == "--" => (Some((port, socket)), false, argv),
+        _ => return usage(),
+    };
+    if argv.is_empty() {
+        return usage();
+    }
+    match expect(ids, socket.map(|(_, s)| s.as_str()), cluster) {
+        Some(expect) if receipt::give(&expect) => match socket {
+            Some((port, socket)) => relay(port, socket, argv, Some(expect.ids())),
+            None => supervise(argv, Some(expect.ids()), None),
+        },
+        _ => ExitCode::from(ISOLATION_FAILED),
     }
 }
 

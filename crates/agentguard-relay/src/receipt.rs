@@ -50,8 +50,8 @@ pub(crate) struct Expect<'a> {
 
 impl Expect<'_> {
     /// The run's user and group ids.
-    pub(crate) fn ids(&self) -> Option<(u32, u32)> {
-        Some((self.uid, self.gid))
+    pub(crate) fn ids(&self) -> (u32, u32) {
+        (self.uid, self.gid)
     }
 }
 
