@@ -40,12 +40,14 @@ pub enum Kind {
     McpCall,
     /// What a run's container looked like from inside before its command started.
     IsolationReceipt,
+    /// An egress proxy's policy file loaded (a new generation of rules) or refused.
+    PolicyLoaded,
 }
 
 impl Kind {
     /// Every kind a log can hold, in the order docs/audit.md lists them (`audit show --kind`
     /// offers exactly these).
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::ContainerRun,
         Kind::Fetch,
         Kind::EgressConnect,
@@ -55,6 +57,7 @@ impl Kind {
         Kind::LogRepaired,
         Kind::McpCall,
         Kind::IsolationReceipt,
+        Kind::PolicyLoaded,
     ];
 
     /// The kind whose wire name is `name`.
@@ -74,6 +77,7 @@ impl Kind {
             Kind::LogRepaired => "log_repaired",
             Kind::McpCall => "mcp_call",
             Kind::IsolationReceipt => "isolation_receipt",
+            Kind::PolicyLoaded => "policy_loaded",
         }
     }
 }
@@ -203,6 +207,11 @@ impl Event {
             .subject("route", capped(route).into_owned())
             .subject("path", capped(path).into_owned())
             .subject("client", client)
+    }
+
+    /// A `policy_loaded` event for the policy file at `path`.
+    pub fn policy_loaded(decision: Decision, reason: impl Into<String>, path: &str) -> Event {
+        Event::new(Kind::PolicyLoaded, decision, reason).subject("path", capped(path).into_owned())
     }
 
     /// A call of the MCP tool `tool` by the client `client` (`name/version`); both are the

@@ -95,4 +95,5 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("checks", ValueType::Params),
     ("failed", ValueType::Strings),
     ("micros", ValueType::Number),
+    ("generation", ValueType::Number),
 ];

@@ -141,6 +141,7 @@ fn every_kind_is_listed_once_with_its_wire_name() {
         Kind::LogRepaired => 6,
         Kind::McpCall => 7,
         Kind::IsolationReceipt => 8,
+        Kind::PolicyLoaded => 9,
     };
     for (i, kind) in Kind::ALL.into_iter().enumerate() {
         assert_eq!(place(kind), i, "{kind}");

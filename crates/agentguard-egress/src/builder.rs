@@ -3,23 +3,24 @@
 //! Everything is validated in [`EgressProxyBuilder::start`] before the socket is bound, and
 //! each bad limit is named with what it must be.
 
-use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentguard_audit::AuditSink;
-use agentguard_netpin::{DnsResolver, Resolve};
+use agentguard_audit::{AuditSink, Event};
+use agentguard_netpin::Resolve;
 use agentguard_policy::TargetPolicy;
 
 use crate::error::Result;
 use crate::limits::Limits;
+use crate::live::ProxyRules;
 use crate::route::Route;
 use crate::server::{Bind, EgressProxy};
 
 /// Builder for [`EgressProxy`].
 pub struct EgressProxyBuilder {
     policy: Option<TargetPolicy>,
+    loaded: Option<Event>,
     tls_ports: Vec<u16>,
     bind: Bind,
     resolver: Option<Arc<dyn Resolve>>,
@@ -38,6 +39,7 @@ impl EgressProxy {
     pub fn builder() -> EgressProxyBuilder {
         EgressProxyBuilder {
             policy: None,
+            loaded: None,
             tls_ports: vec![443],
             bind: Bind::Tcp(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 3128)),
             resolver: None,
@@ -179,6 +181,13 @@ impl EgressProxyBuilder {
         self
     }
 
+    /// The event announcing the policy (`policy_loaded`, from a policy file), recorded with
+    /// `generation` 1 before the proxy listens; the proxy does not start when it cannot be.
+    pub fn loaded(mut self, event: Event) -> Self {
+        self.loaded = Some(event);
+        self
+    }
+
     /// Where every decision and every tunnel close is recorded.
     pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
         self.audit = Some(sink);
@@ -187,19 +196,6 @@ impl EgressProxyBuilder {
 
     /// Validates the configuration, binds, and starts accepting connections.
     pub async fn start(self) -> Result<EgressProxy> {
-        if self.policy.is_none() && self.routes.is_empty() {
-            return Err(agentguard_policy::Error::EmptyHostAllowlist.into());
-        }
-        let mut routes = BTreeMap::new();
-        for route in self.routes {
-            let name = route.name.clone();
-            if routes.insert(name.clone(), route).is_some() {
-                return Err(crate::Error::Route {
-                    route: name,
-                    message: "the route is given twice".into(),
-                });
-            }
-        }
         let limits = self.limits;
         limits.validate()?;
         // An explicit cap is this proxy's own; otherwise it shares the process's budget.
@@ -208,20 +204,21 @@ impl EgressProxyBuilder {
             (None, Some(budget)) => budget.slots(),
             (None, None) => crate::limits::ConnectionBudget::process().slots(),
         };
-        let resolver = match self.resolver {
-            Some(r) => r,
-            None => Arc::new(DnsResolver::system()?),
-        };
+        let rules = ProxyRules {
+            policy: self.policy,
+            routes: self.routes,
+            resolver: self.resolver,
+        }
+        .into_rules(None)?;
         let route_port = match (self.route_port, &self.bind) {
             (Some(port), _) => port,
             (None, Bind::Tcp(addr)) => addr.port(),
             (None, Bind::Unix { .. }) => 3128,
         };
         crate::server::start(crate::server::Config {
-            policy: self.policy,
-            routes,
+            rules,
+            loaded: self.loaded,
             route_port,
-            resolver,
             limits,
             audit: self.audit,
             bind: self.bind,

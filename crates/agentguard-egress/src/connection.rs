@@ -17,26 +17,37 @@ use agentguard_netpin::{DialError, dial};
 use agentguard_policy::Authority;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OwnedSemaphorePermit;
-use tokio_util::sync::CancellationToken;
 
 use crate::decide::{Allowed, Refused, decide, out_of_fds};
 use crate::head::{head_end, parse_head};
 use crate::hello::check_hello;
 use crate::limits::{Limits, out_of_descriptors};
+use crate::live::{Reach, Rules, Watch};
 use crate::response::{ESTABLISHED, Refusal, RefusalKind, refuse};
 use crate::shared::{Client, Close, Shared};
 use crate::tunnel::{self, Timeouts};
 
-fn refusal_event(target: &str, client: &str, refusal: &Refusal) -> Event {
+fn refusal_event(target: &str, client: &str, refusal: &Refusal, generation: u64) -> Event {
     Event::egress_connect(refusal.kind.decision(), refusal.kind.code(), target, client)
         .data("status", refusal.kind.status())
         .data("message", refusal.audit_message())
+        .data("generation", generation)
 }
 
-/// Records a refusal and answers it.
-async fn refused(shared: &Shared, client: impl Client, target: &str, peer: &str, refusal: Refusal) {
+/// Records a refusal (made under the rules of `generation`; the current ones when `None`) and
+/// answers it.
+async fn refused(
+    shared: &Shared,
+    client: impl Client,
+    (target, peer): (&str, &str),
+    refusal: Refusal,
+    generation: Option<u64>,
+) {
     tracing::info!(client = %crate::escape(peer), target = %crate::escape(target), reason = refusal.kind.code(), status = refusal.kind.status(), "egress refused");
-    shared.record(refusal_event(target, peer, &refusal)).await;
+    let generation = generation.unwrap_or_else(|| shared.live.rules().generation);
+    shared
+        .record(refusal_event(target, peer, &refusal, generation))
+        .await;
     refuse(client, &refusal).await;
 }
 
@@ -57,7 +68,7 @@ pub(crate) async fn over_capacity(
             },
         ),
     };
-    refused(&shared, stream, "", &peer, refusal).await;
+    refused(&shared, stream, ("", &peer), refusal, None).await;
 }
 
 /// Reads the request head: `Ok((buffer, head length))`, or the refusal to send (`None`
@@ -100,8 +111,8 @@ async fn read_head(
 
 /// The request target when the head is a route request: any method but CONNECT, to a
 /// proxy that serves routes.
-fn route_target(shared: &Shared, head: &[u8]) -> Option<String> {
-    if shared.routes.is_empty() {
+fn route_target(rules: &Rules, head: &[u8]) -> Option<String> {
+    if rules.routes.is_empty() {
         return None;
     }
     parse_head(head)
@@ -113,12 +124,13 @@ fn route_target(shared: &Shared, head: &[u8]) -> Option<String> {
 /// A CONNECT the proxy stopped while deciding: its name may already be with the resolver (a
 /// command can put data in a name under an allowed wildcard and exit), so every CONNECT read
 /// leaves its event.
-async fn stopped(shared: &Shared, client: impl Client, head: &[u8], peer: &str) {
+async fn stopped(shared: &Shared, client: impl Client, head: &[u8], peer: &str, generation: u64) {
     let refusal = Refusal::new(
         RefusalKind::ShuttingDown,
         "the proxy stopped before this request was decided",
     );
-    refused(shared, client, &connect_target(head), peer, refusal).await;
+    let target = connect_target(head);
+    refused(shared, client, (&target, peer), refusal, Some(generation)).await;
 }
 
 /// The canonical `host:port` of a CONNECT head, or its target as sent.
@@ -147,31 +159,37 @@ pub(crate) async fn handle(
     mut client: impl Client,
     peer: String,
     _slot: OwnedSemaphorePermit,
-    cancel: CancellationToken,
+    watch: Watch,
 ) {
     let started = Instant::now();
     let head = tokio::select! {
-        () = cancel.cancelled() => return,
+        () = watch.token.cancelled() => return,
         head = read_head(&mut client, &shared.limits) => head,
     };
     let (buf, end) = match head {
         Ok(head) => head,
         Err(None) => return,
-        Err(Some(refusal)) => return refused(&shared, client, "", &peer, refusal).await,
+        Err(Some(refusal)) => return refused(&shared, client, ("", &peer), refusal, None).await,
     };
-    if let Some(target) = route_target(&shared, &buf[..end]) {
-        return crate::forward::serve(shared, client, (buf, end), target, peer, cancel).await;
+    // Every decision of this connection is made under one generation of the rules.
+    let rules = shared.live.rules();
+    if let Some(target) = route_target(&rules, &buf[..end]) {
+        let request = (buf, end);
+        return crate::forward::serve(shared, rules, client, request, target, peer, watch).await;
     }
+    let generation = Some(rules.generation);
     let deadline = tokio::time::Instant::now() + shared.limits.connect_timeout;
     let decided = tokio::select! {
-        () = cancel.cancelled() => return stopped(&shared, client, &buf[..end], &peer).await,
-        decided = tokio::time::timeout_at(deadline, decide(&shared, &buf[..end])) => decided,
+        () = watch.token.cancelled() => {
+            return stopped(&shared, client, &buf[..end], &peer, rules.generation).await;
+        }
+        decided = tokio::time::timeout_at(deadline, decide(&shared, &rules, &buf[..end])) => decided,
     };
     let allowed = match decided {
         Ok(Ok(allowed)) => allowed,
         Ok(Err(Refused { target, refusal })) => {
             let target = target.unwrap_or_else(|| raw_target(&buf));
-            return refused(&shared, client, &target, &peer, refusal).await;
+            return refused(&shared, client, (&target, &peer), refusal, generation).await;
         }
         Err(_) => {
             let refusal = Refusal::new(
@@ -181,13 +199,15 @@ pub(crate) async fn handle(
                     shared.limits.connect_timeout
                 ),
             );
-            return refused(&shared, client, &raw_target(&buf), &peer, refusal).await;
+            let target = raw_target(&buf);
+            return refused(&shared, client, (&target, &peer), refusal, generation).await;
         }
     };
     let addresses: Vec<String> = allowed.pinned.addrs.iter().map(|a| a.to_string()).collect();
     let allow = Event::egress_connect(Decision::Allow, allowed.reason, &allowed.target, &peer)
         .data("rule", allowed.rule.as_str())
-        .data("addresses", addresses);
+        .data("addresses", addresses)
+        .data("generation", rules.generation);
     if !shared.record(allow).await {
         // Never dial, let alone open a tunnel, for a decision the audit log does not show.
         let refusal = Refusal::new(
@@ -197,9 +217,36 @@ pub(crate) async fn handle(
         return refuse(client, &refusal).await;
     }
     let target = allowed.target.clone();
-    let close = open(&shared, client, &buf[end..], allowed, deadline, &cancel).await;
-    tracing::info!(client = %crate::escape(&peer), target = %target, reason = close.reason, "egress tunnel closed");
-    let mut event = Event::egress_close(close.reason, &target, &peer)
+    let _open = shared
+        .live
+        .register(reach(&allowed), rules.generation, &watch);
+    let close = open(&shared, client, &buf[end..], allowed, deadline, &watch).await;
+    closed(&shared, (&target, &peer), close, started, &watch).await;
+}
+
+/// What an allowed CONNECT reaches, to check again at each reload.
+fn reach(allowed: &Allowed) -> Reach {
+    if allowed.reason == "observed" {
+        return Reach::Observed;
+    }
+    Reach::Tunnel {
+        host: allowed.host.clone(),
+        port: allowed.port,
+        addresses: allowed.pinned.addrs.clone(),
+    }
+}
+
+/// Records how an allowed tunnel ended.
+async fn closed(
+    shared: &Shared,
+    (target, peer): (&str, &str),
+    close: Close,
+    started: Instant,
+    watch: &Watch,
+) {
+    let reason = watch.reason(close.reason);
+    tracing::info!(client = %crate::escape(peer), target = %target, reason, "egress tunnel closed");
+    let mut event = Event::egress_close(reason, target, peer)
         .data("bytes_up", close.up)
         .data("bytes_down", close.down)
         .data("duration_ms", started.elapsed().as_millis() as u64);
@@ -225,8 +272,9 @@ async fn open(
     early: &[u8],
     allowed: Allowed,
     deadline: tokio::time::Instant,
-    cancel: &CancellationToken,
+    watch: &Watch,
 ) -> Close {
+    let cancel = &watch.token;
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
     let dialed = tokio::select! {
         () = cancel.cancelled() => return Close::new("shutdown"),

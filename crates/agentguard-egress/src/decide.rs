@@ -13,6 +13,7 @@ use agentguard_policy::{Authority, Host, Reason};
 
 use crate::head::parse_head;
 use crate::limits::{descriptors_exhausted, out_of_descriptors};
+use crate::live::Rules;
 use crate::response::{Refusal, RefusalKind};
 use crate::shared::Shared;
 
@@ -27,6 +28,8 @@ pub(crate) struct Allowed {
     pub(crate) reason: &'static str,
     /// The checked addresses: the only ones to dial.
     pub(crate) pinned: PinnedHost,
+    /// The host as asked for, to check again when the rules change.
+    pub(crate) host: Host,
 }
 
 /// A refused CONNECT, with the target when it could be parsed.
@@ -45,7 +48,11 @@ impl Refused {
 }
 
 /// Everything between the head and the dial.
-pub(crate) async fn decide(shared: &Shared, head: &[u8]) -> Result<Allowed, Refused> {
+pub(crate) async fn decide(
+    shared: &Shared,
+    rules: &Rules,
+    head: &[u8],
+) -> Result<Allowed, Refused> {
     let request = parse_head(head)
         .map_err(|m| Refused::new(None, Refusal::new(RefusalKind::MalformedRequest, m)))?;
     if request.method != "CONNECT" {
@@ -67,16 +74,7 @@ pub(crate) async fn decide(shared: &Shared, head: &[u8]) -> Result<Allowed, Refu
     let target = authority.to_string();
     let refused = |refusal| Refused::new(Some(&target), refusal);
     let Authority { host, port } = authority;
-    let checked = match &shared.policy {
-        Some(policy) => policy
-            .check_target(&host, port)
-            .map_err(|d| Refusal::new(RefusalKind::Denied(d.reason), d.message)),
-        None => Err(Refusal::new(
-            RefusalKind::Denied(Reason::DomainNotAllowed),
-            "this proxy tunnels to no host: its credential routes are the only way out",
-        )),
-    };
-    let (name, rule, reason) = match (checked, &host) {
+    let (name, rule, reason) = match (check(rules, &host, port), &host) {
         (Ok(permit), _) => (permit.name, permit.rule, "ok"),
         // Observe: a name the policy refuses by its host or port goes on to the address
         // check, which is never relaxed.
@@ -92,12 +90,9 @@ pub(crate) async fn decide(shared: &Shared, head: &[u8]) -> Result<Allowed, Refu
         (Err(refusal), _) => return Err(refused(refusal)),
     };
     let public_only = agentguard_policy::AddressPolicy::new();
-    let addresses = shared
-        .policy
-        .as_ref()
-        .map_or(&public_only, |p| &p.addresses);
+    let addresses = rules.policy.as_ref().map_or(&public_only, |p| &p.addresses);
     let pinned = pin(
-        shared.resolver.as_ref(),
+        rules.resolver.as_ref(),
         addresses,
         &name,
         shared.limits.max_answers,
@@ -123,7 +118,25 @@ pub(crate) async fn decide(shared: &Shared, head: &[u8]) -> Result<Allowed, Refu
         rule,
         reason,
         pinned,
+        host,
     })
+}
+
+/// What `rules` say of `host:port` by name and port (before any address is known).
+fn check(
+    rules: &Rules,
+    host: &Host,
+    port: u16,
+) -> Result<agentguard_policy::TargetPermit, Refusal> {
+    match &rules.policy {
+        Some(policy) => policy
+            .check_target(host, port)
+            .map_err(|d| Refusal::new(RefusalKind::Denied(d.reason), d.message)),
+        None => Err(Refusal::new(
+            RefusalKind::Denied(Reason::DomainNotAllowed),
+            "this proxy tunnels to no host: its credential routes are the only way out",
+        )),
+    }
 }
 
 /// True when `ip:port` is the proxy itself, in any spelling: IPv4-mapped addresses are the

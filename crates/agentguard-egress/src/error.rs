@@ -56,4 +56,9 @@ pub enum Error {
     /// The proxy's thread ended before it listened.
     #[error("the proxy thread ended before it listened")]
     ThreadEnded,
+    /// The audit sink refused the event announcing a policy, so the policy was not put in place.
+    #[error(
+        "the policy's load could not be recorded in the audit log; the policy in place is kept"
+    )]
+    AuditFailed,
 }

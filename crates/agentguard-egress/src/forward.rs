@@ -25,15 +25,15 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio_util::sync::CancellationToken;
 
 use crate::head::{check_route_head, parse_head};
+use crate::live::{Reach, Registered, Rules, Watch};
 use crate::redact::Redactor;
 use crate::response::{Refusal, RefusalKind, refuse};
 use crate::route::Route;
 use crate::route_body::{Capped, Counters, Prefixed, RouteBody, Streaming};
 use crate::route_headers::{check_answer, request_headers, response_headers};
-use crate::route_target::{TargetError, as_sent, parse_route_target, path_allowed};
+use crate::route_target::{as_sent, parse_route_target, path_allowed};
 use crate::shared::{Client, Shared};
 use crate::upstream::{connect, too_large, upstream_failed};
 
@@ -53,6 +53,11 @@ struct Outcome {
 /// What the service of one connection shares with its event.
 struct Request1 {
     shared: Arc<Shared>,
+    /// The rules it is decided by.
+    rules: Arc<Rules>,
+    watch: Watch,
+    /// Its place among the open connections, once its route granted it.
+    registered: Mutex<Option<Registered>>,
     target: String,
     counters: Arc<Counters>,
     outcome: Mutex<Outcome>,
@@ -62,11 +67,12 @@ struct Request1 {
 /// bytes, and whatever followed it) were already read; records its event.
 pub(crate) async fn serve(
     shared: Arc<Shared>,
+    rules: Arc<Rules>,
     client: impl Client,
     (read, head_len): (Vec<u8>, usize),
     target: String,
     peer: String,
-    cancel: CancellationToken,
+    watch: Watch,
 ) {
     let started = Instant::now();
     // A head hyper would answer with its own bare 400 is refused here, with the reason
@@ -89,12 +95,16 @@ pub(crate) async fn serve(
         .data("bytes_up", 0u64)
         .data("bytes_down", 0u64)
         .data("duration_ms", started.elapsed().as_millis() as u64)
-        .data("message", refusal.audit_message());
+        .data("message", refusal.audit_message())
+        .data("generation", rules.generation);
         shared.record(event).await;
         return refuse(client, &refusal).await;
     }
     let request = Arc::new(Request1 {
         shared: Arc::clone(&shared),
+        rules,
+        watch: watch.clone(),
+        registered: Mutex::new(None),
         target,
         counters: Arc::new(Counters::default()),
         outcome: Mutex::new(Outcome {
@@ -118,7 +128,7 @@ pub(crate) async fn serve(
         .keep_alive(false)
         .serve_connection(TokioIo::new(Prefixed::new(read, client)), service);
     let ended = tokio::select! {
-        () = cancel.cancelled() => Some("shutdown"),
+        () = watch.token.cancelled() => Some(watch.reason("shutdown")),
         served = connection => served.err().map(|_| "client_gone"),
     };
     let event = event(&request, &peer, started, ended);
@@ -159,7 +169,8 @@ fn event(request: &Request1, peer: &str, started: Instant, ended: Option<&'stati
         .data("status", outcome.status)
         .data("bytes_up", request.counters.up.load(Ordering::Relaxed))
         .data("bytes_down", request.counters.down.load(Ordering::Relaxed))
-        .data("duration_ms", started.elapsed().as_millis() as u64);
+        .data("duration_ms", started.elapsed().as_millis() as u64)
+        .data("generation", request.rules.generation);
     if let Some(dialed) = &outcome.dialed {
         event = event.data("dialed", dialed.as_str());
     }
@@ -187,6 +198,34 @@ impl Request1 {
     fn set(&self, change: impl FnOnce(&mut Outcome)) {
         change(&mut self.outcome.lock().unwrap_or_else(PoisonError::into_inner));
     }
+
+    /// Joins the open connections, checked again at each reload (an observed request, outside
+    /// its route, never is).
+    fn register(&self, route: &Route, method: &http::Method, path: &str) {
+        let observed = self
+            .outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .observed;
+        let reach = if observed {
+            Reach::Observed
+        } else {
+            Reach::Route {
+                name: route.name.clone(),
+                upstream: route.upstream(),
+                method: method.clone(),
+                path: path.to_owned(),
+            }
+        };
+        let registered = self
+            .shared
+            .live
+            .register(reach, self.rules.generation, &self.watch);
+        *self
+            .registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(registered);
+    }
 }
 
 /// The refusal as the client reads it (the same head and text as a CONNECT refusal).
@@ -210,7 +249,7 @@ fn refused(request: &Request1, refusal: Refusal) -> Response<RouteBody> {
             .route
             .clone();
         let methods = request
-            .shared
+            .rules
             .routes
             .get(&allow)
             .map_or("CONNECT".to_owned(), |r| r.methods().join(", "));
@@ -234,25 +273,20 @@ async fn forward(
         o.route = route;
         o.path = path;
     });
-    let target = parse_route_target(&request.target, shared.route_port).map_err(|e| match e {
-        TargetError::NotLocal(m) => Refusal::new(
-            RefusalKind::MethodNotAllowed,
-            format!("{} {m}", req.method()),
-        ),
-        TargetError::Malformed(m) => Refusal::new(RefusalKind::MalformedTarget, m),
-        TargetError::Path(m) => Refusal::new(RefusalKind::PathNotAllowed, m),
-    })?;
+    let target = parse_route_target(&request.target, shared.route_port)
+        .map_err(|e| e.refusal(req.method()))?;
     request.set(|o| {
         o.route = target.route.to_owned();
         o.path = target.rest.to_owned();
     });
-    let Some(route) = shared.routes.get(target.route) else {
+    let routes = &request.rules.routes;
+    let Some(route) = routes.get(target.route) else {
         return Err(Refusal::new(
             RefusalKind::RouteNotAllowed,
             format!(
                 "this run was granted no route named {:?}; its routes are: {}",
                 target.route,
-                shared.routes.keys().cloned().collect::<Vec<_>>().join(", ")
+                routes.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
         ));
     };
@@ -293,6 +327,7 @@ async fn forward(
     if declared.is_some_and(|n| n > route.max_request_bytes) {
         return Err(too_large(route));
     }
+    request.register(route, req.method(), &target.decoded);
     let mut uri = format!("{}{}", route.base_path, target.rest);
     if uri.is_empty() {
         uri.push('/');
@@ -312,7 +347,7 @@ async fn exchange(
     uri: String,
 ) -> Result<Response<RouteBody>, Refusal> {
     let shared = &request.shared;
-    let (mut sender, driver, dialed) = connect(shared, route).await?;
+    let (mut sender, driver, dialed) = connect(shared, &request.rules, route).await?;
     request.set(|o| o.dialed = Some(dialed.to_string()));
     let (parts, body) = req.into_parts();
     let mut upstream = Request::new(Capped {

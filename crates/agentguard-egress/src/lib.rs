@@ -21,6 +21,7 @@ mod forward;
 mod head;
 mod hello;
 mod limits;
+mod live;
 mod pipe;
 mod redact;
 mod response;
@@ -44,13 +45,14 @@ pub use limits::{
     ConnectionBudget, DESCRIPTORS_PER_TUNNEL, MAX_CONNECTIONS, MAX_TIMEOUT, RESERVED_DESCRIPTORS,
     connections_for, raise_nofile_limit,
 };
+pub use live::ProxyRules;
 pub use redact::REDACTED;
 pub use response::RefusalKind;
 pub use route::{Credential, DEFAULT_MAX_REQUEST_BYTES, Route, RouteBuilder, Secret};
 pub use route_headers::{DROPPED_REQUEST_HEADERS, DROPPED_RESPONSE_HEADERS};
 pub use route_rules::{DEFAULT_ROUTE_METHODS, check_path_prefix, methods as route_methods};
 pub use route_target::{RouteTarget, TargetError, parse_route_target, path_allowed};
-pub use server::{EgressProxy, Shutdown};
+pub use server::{EgressProxy, Reloaded, Shutdown};
 pub use sni::{Hello, server_name};
 
 /// Client text in a log line, with control characters escaped.

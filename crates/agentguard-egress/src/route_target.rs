@@ -9,6 +9,8 @@
 //! them), an encoded `/`, `\` or `%` (`%2f`, `%5c`, `%25`: a second decoding upstream would
 //! see another path), a control character, bytes that are not UTF-8.
 
+use crate::response::{Refusal, RefusalKind};
+
 /// A parsed route request target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteTarget<'a> {
@@ -31,6 +33,19 @@ pub enum TargetError {
     Malformed(String),
     /// The path breaks a rule above.
     Path(String),
+}
+
+impl TargetError {
+    /// The refusal a request for `method` with this target gets.
+    pub(crate) fn refusal(self, method: &http::Method) -> Refusal {
+        match self {
+            TargetError::NotLocal(m) => {
+                Refusal::new(RefusalKind::MethodNotAllowed, format!("{method} {m}"))
+            }
+            TargetError::Malformed(m) => Refusal::new(RefusalKind::MalformedTarget, m),
+            TargetError::Path(m) => Refusal::new(RefusalKind::PathNotAllowed, m),
+        }
+    }
 }
 
 /// Parses `target` for a proxy whose relay listens on `port` inside the container.

@@ -5,7 +5,6 @@
 //! closes what is still open after the grace period; a `TaskTracker` knows when every
 //! connection (and so every close event) is done.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -15,9 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentguard_audit::AuditSink;
-use agentguard_netpin::Resolve;
-use agentguard_policy::TargetPolicy;
+use agentguard_audit::{AuditSink, Event};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -28,8 +25,8 @@ use crate::connection;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::limits::{Spare, out_of_descriptors, pending};
+use crate::live::{Live, Rules, Watch};
 use crate::response::RefusalKind;
-use crate::route::Route;
 use crate::shared::{Client, Shared};
 
 /// Where the proxy listens.
@@ -46,11 +43,12 @@ pub(crate) enum Bind {
 
 /// What the builder hands over once everything is validated.
 pub(crate) struct Config {
-    pub(crate) policy: Option<TargetPolicy>,
-    pub(crate) routes: BTreeMap<String, Arc<Route>>,
+    /// The first generation's rules.
+    pub(crate) rules: Rules,
+    /// The event announcing them (`policy_loaded`), recorded before the proxy listens.
+    pub(crate) loaded: Option<Event>,
     /// The configured route port; with a TCP bind to port 0, the port bound.
     pub(crate) route_port: u16,
-    pub(crate) resolver: Arc<dyn Resolve>,
     pub(crate) limits: Limits,
     pub(crate) audit: Option<Arc<dyn AuditSink>>,
     pub(crate) bind: Bind,
@@ -61,12 +59,24 @@ pub(crate) struct Config {
 
 /// A running proxy. Dropping it stops everything at once; [`EgressProxy::shutdown`] is graceful.
 pub struct EgressProxy {
+    shared: Arc<Shared>,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
     local_addr: Option<SocketAddr>,
     socket_path: Option<PathBuf>,
     accepting: CancellationToken,
     tunnels: CancellationToken,
     tracker: TaskTracker,
     accept: Option<JoinHandle<()>>,
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reloaded {
+    /// The generation now in place.
+    pub generation: u64,
+    /// How many open connections it closed.
+    pub revoked: usize,
 }
 
 /// What a graceful shutdown did.
@@ -111,53 +121,38 @@ impl Accept for Unix {
 
 /// Binds and starts the accept loop.
 pub(crate) async fn start(config: Config) -> Result<EgressProxy> {
-    let shared = |local_addr: Option<SocketAddr>| {
-        let route_port = match local_addr {
-            Some(addr) if config.route_port == 0 => addr.port(),
-            _ => config.route_port,
-        };
-        Arc::new(Shared {
-            policy: config.policy,
-            routes: config.routes,
-            route_port,
-            resolver: config.resolver,
-            limits: config.limits,
-            audit: config.audit,
-            local_addr,
-            tls_ports: config.tls_ports,
-            slots: config.slots,
-        })
-    };
     let accepting = CancellationToken::new();
     let tunnels = CancellationToken::new();
     let tracker = TaskTracker::new();
     let tokens = (accepting.clone(), tunnels.clone(), tracker.clone());
-    let (local_addr, socket_path, accept) = match config.bind {
-        Bind::Tcp(bind) => {
-            let listener = TcpListener::bind(bind)
-                .await
-                .map_err(|source| Error::Bind { addr: bind, source })?;
-            let local_addr = listener
-                .local_addr()
-                .map_err(|source| Error::Bind { addr: bind, source })?;
-            tracing::info!(%local_addr, "egress proxy listening");
-            let accept = tokio::spawn(accept_loop(listener, shared(Some(local_addr)), tokens));
-            (Some(local_addr), None, accept)
-        }
-        Bind::Unix { path, client } => {
-            let bind = |source| Error::BindUnix {
-                path: path.clone(),
-                source,
-            };
-            let listener = UnixListener::bind(&path).map_err(bind)?;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
-                .map_err(bind)?;
-            tracing::info!(path = %path.display(), "egress proxy listening");
-            let accept = tokio::spawn(accept_loop(Unix(listener, client), shared(None), tokens));
-            (None, Some(path), accept)
+    let (listener, local_addr, socket_path) = listen(&config.bind).await?;
+    let route_port = match local_addr {
+        Some(addr) if config.route_port == 0 => addr.port(),
+        _ => config.route_port,
+    };
+    let shared = Arc::new(Shared {
+        live: Live::new(config.rules),
+        route_port,
+        limits: config.limits,
+        audit: config.audit,
+        local_addr,
+        tls_ports: config.tls_ports,
+        slots: config.slots,
+    });
+    if let Some(loaded) = config.loaded
+        && !shared.record(loaded.data("generation", 1u64)).await
+    {
+        return Err(Error::AuditFailed);
+    }
+    let accept = match listener {
+        Listener::Tcp(listener) => tokio::spawn(accept_loop(listener, Arc::clone(&shared), tokens)),
+        Listener::Unix(listener) => {
+            tokio::spawn(accept_loop(listener, Arc::clone(&shared), tokens))
         }
     };
     Ok(EgressProxy {
+        shared,
+        reloading: tokio::sync::Mutex::new(()),
         local_addr,
         socket_path,
         accepting,
@@ -165,6 +160,39 @@ pub(crate) async fn start(config: Config) -> Result<EgressProxy> {
         tracker,
         accept: Some(accept),
     })
+}
+
+enum Listener {
+    Tcp(TcpListener),
+    Unix(Unix),
+}
+
+/// Opens the listening socket: the listener, its TCP address, its UNIX path.
+async fn listen(bind: &Bind) -> Result<(Listener, Option<SocketAddr>, Option<PathBuf>)> {
+    match bind {
+        Bind::Tcp(bind) => {
+            let bind = *bind;
+            let listener = TcpListener::bind(bind)
+                .await
+                .map_err(|source| Error::Bind { addr: bind, source })?;
+            let local_addr = listener
+                .local_addr()
+                .map_err(|source| Error::Bind { addr: bind, source })?;
+            tracing::info!(%local_addr, "egress proxy listening");
+            Ok((Listener::Tcp(listener), Some(local_addr), None))
+        }
+        Bind::Unix { path, client } => {
+            let bind = |source| Error::BindUnix {
+                path: path.clone(),
+                source,
+            };
+            let listener = UnixListener::bind(path).map_err(bind)?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(bind)?;
+            tracing::info!(path = %path.display(), "egress proxy listening");
+            let listener = Unix(listener, client.clone());
+            Ok((Listener::Unix(listener), None, Some(path.clone())))
+        }
+    }
 }
 
 impl EgressProxy {
@@ -178,6 +206,41 @@ impl EgressProxy {
     /// The UNIX socket the proxy listens on, if it listens on one.
     pub fn socket_path(&self) -> Option<&Path> {
         self.socket_path.as_deref()
+    }
+
+    /// The generation of the rules in place: 1 at start, one more at each reload.
+    pub fn generation(&self) -> u64 {
+        self.shared.live.rules().generation
+    }
+
+    /// Records `event` in the proxy's audit sink (a policy that failed to load, say); false
+    /// when it could not be recorded.
+    pub async fn record(&self, event: Event) -> bool {
+        self.shared.record(event).await
+    }
+
+    /// Puts `rules` in place as the next generation: `loaded` (a `policy_loaded` event) is
+    /// recorded first, with the new `generation`, then the rules replace the old ones at once
+    /// and every open tunnel and route request they refuse is closed (`policy_revoked`). Rules
+    /// that are not valid, or an event the audit sink refuses, leave the old ones in place.
+    pub async fn reload(&self, rules: crate::ProxyRules, loaded: Event) -> Result<Reloaded> {
+        let _one = self.reloading.lock().await;
+        let current = self.shared.live.rules();
+        let rules = rules.into_rules(Some(&current.resolver))?;
+        let generation = current.generation + 1;
+        if !self
+            .shared
+            .record(loaded.data("generation", generation))
+            .await
+        {
+            return Err(Error::AuditFailed);
+        }
+        let (generation, revoked) = self.shared.live.replace(rules);
+        tracing::info!(generation, revoked, "egress policy reloaded");
+        Ok(Reloaded {
+            generation,
+            revoked,
+        })
     }
 
     /// Stops accepting at once, lets open connections finish for up to `grace`, then closes
@@ -253,13 +316,8 @@ async fn accept_loop(
         let shared = Arc::clone(&shared);
         match Arc::clone(&shared.slots).try_acquire_owned() {
             Ok(slot) => {
-                tracker.spawn(connection::handle(
-                    shared,
-                    stream,
-                    peer,
-                    slot,
-                    tunnels.clone(),
-                ));
+                let watch = Watch::under(&tunnels);
+                tracker.spawn(connection::handle(shared, stream, peer, slot, watch));
             }
             Err(_) => {
                 let kind = RefusalKind::TooManyConnections;

@@ -2,29 +2,23 @@
 //! (`Client`, TCP or UNIX), and how an allowed connection ended (`Close`). Below `decide`,
 //! `hello`, `connection` and `forward`, so none of them imports another for these.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use agentguard_audit::{AuditSink, Event};
-use agentguard_netpin::Resolve;
-use agentguard_policy::TargetPolicy;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Semaphore;
 
 use crate::limits::Limits;
-use crate::route::Route;
+use crate::live::Live;
 use crate::socket::Socket;
 
 /// What every connection of one proxy shares.
 pub(crate) struct Shared {
-    /// What CONNECT may reach; `None` when the proxy serves only routes.
-    pub(crate) policy: Option<TargetPolicy>,
-    /// The credential routes granted, by name.
-    pub(crate) routes: BTreeMap<String, Arc<Route>>,
+    /// The rules of the current generation and the connections they let open.
+    pub(crate) live: Arc<Live>,
     /// The port clients reach the routes on (the relay's inside a container).
     pub(crate) route_port: u16,
-    pub(crate) resolver: Arc<dyn Resolve>,
     pub(crate) limits: Limits,
     pub(crate) audit: Option<Arc<dyn AuditSink>>,
     /// The TCP address the proxy listens on (none for a UNIX socket).

@@ -9,6 +9,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::task::AbortHandle;
 
+use crate::live::Rules;
 use crate::response::{Refusal, RefusalKind};
 use crate::route::Route;
 use crate::route_body::Capped;
@@ -18,12 +19,13 @@ use crate::shared::Shared;
 /// the connection task's handle, and the address dialed.
 pub(crate) async fn connect(
     shared: &Shared,
+    rules: &Rules,
     route: &Route,
 ) -> Result<(SendRequest<Capped>, AbortHandle, SocketAddr), Refusal> {
     let host = &route.upstream.host;
     let connect = route.tls.connect(
         &route.policy,
-        shared.resolver.as_ref(),
+        rules.resolver.as_ref(),
         host,
         route.upstream.port,
     );

@@ -7,6 +7,7 @@ mod hardening;
 mod hostile;
 mod limits;
 mod observe;
+mod reload;
 mod routes;
 mod sni;
 mod statuses;
