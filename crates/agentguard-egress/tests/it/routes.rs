@@ -658,3 +658,49 @@ async fn an_observe_run_forwards_outside_the_routes_paths_and_records_it() {
         "{reasons:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_that_narrows_a_routes_paths_cuts_a_streaming_request_off() {
+    let s = Setup::start().await;
+    let proxy = s.api().await;
+    let mut stream = TcpStream::connect(proxy.local_addr()).await.unwrap();
+    stream
+        .write_all(&get("/api/sse", "Accept: text/event-stream\r\n"))
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !String::from_utf8_lossy(&got).contains("data: one") {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await
+    .unwrap();
+    // The same route without `/sse`: the open request is refused by the new rules.
+    let narrower = agentguard_egress::ProxyRules {
+        routes: vec![Arc::new(s.route(&["/echo"]).build().unwrap())],
+        ..Default::default()
+    };
+    let loaded = agentguard_audit::Event::policy_loaded(
+        agentguard_audit::Decision::Allow,
+        "ok",
+        "policy.toml",
+    );
+    let reloaded = proxy.reload(narrower, loaded).await.unwrap();
+    assert_eq!((reloaded.generation, reloaded.revoked), (2, 1));
+    let end = tokio::time::timeout(Duration::from_secs(1), stream.read_to_end(&mut got)).await;
+    assert!(end.is_ok(), "the revoked request stayed open");
+    assert!(!String::from_utf8_lossy(&got).contains("data: two"));
+    s.upstream.release();
+    let events = s.route_events(1).await;
+    assert_eq!(
+        (
+            events[0].reason.as_str(),
+            events[0].data["generation"].as_u64()
+        ),
+        ("policy_revoked", Some(1))
+    );
+}
