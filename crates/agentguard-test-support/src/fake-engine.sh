@@ -83,8 +83,9 @@ case "$sub" in
         fi
         if [ -f "$state/$1.pid" ]; then
             kill -KILL "$(cat "$state/$1.pid")" 2>/dev/null
-            rm -f "$state/$1.pid"
+            # Noted before the pid file goes: a test that sees the container gone sees its kill.
             echo "killed $1" >> "$state/events"
+            rm -f "$state/$1.pid"
         fi
         pkill -KILL -f -- "--forward .*/$1/proxy.sock" 2>/dev/null
         exit 0
