@@ -297,19 +297,16 @@ async fn a_secret_split_across_two_chunks_is_redacted() {
     s.assert_no_secret(&[&reply.body]);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn server_sent_events_arrive_one_by_one() {
-    let s = Setup::start().await;
-    let proxy = s.api().await;
-    let mut stream = TcpStream::connect(proxy.local_addr()).await.unwrap();
+/// Asks the route for its server-sent events and reads until the first one (`data: one`)
+/// arrived, within 20 s; returns the stream and what was read.
+async fn first_event(proxy: SocketAddr) -> (TcpStream, Vec<u8>) {
+    let mut stream = TcpStream::connect(proxy).await.unwrap();
     stream
         .write_all(&get("/api/sse", "Accept: text/event-stream\r\n"))
         .await
         .unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 1024];
-    // The second event is sent only after the first one arrived here: a proxy that waited
-    // for the whole body would never deliver the first.
     let first = tokio::time::timeout(Duration::from_secs(20), async {
         while !String::from_utf8_lossy(&got).contains("data: one") {
             let n = stream.read(&mut buf).await.unwrap();
@@ -323,6 +320,16 @@ async fn server_sent_events_arrive_one_by_one() {
         "the first event did not arrive alone: {}",
         String::from_utf8_lossy(&got)
     );
+    (stream, got)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_sent_events_arrive_one_by_one() {
+    let s = Setup::start().await;
+    let proxy = s.api().await;
+    // The second event is sent only after the first one arrived here: a proxy that waited
+    // for the whole body would never deliver the first.
+    let (mut stream, mut got) = first_event(proxy.local_addr()).await;
     assert!(!String::from_utf8_lossy(&got).contains("data: two"));
     s.upstream.release();
     tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut got))
@@ -663,22 +670,7 @@ async fn an_observe_run_forwards_outside_the_routes_paths_and_records_it() {
 async fn a_reload_that_narrows_a_routes_paths_cuts_a_streaming_request_off() {
     let s = Setup::start().await;
     let proxy = s.api().await;
-    let mut stream = TcpStream::connect(proxy.local_addr()).await.unwrap();
-    stream
-        .write_all(&get("/api/sse", "Accept: text/event-stream\r\n"))
-        .await
-        .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 1024];
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while !String::from_utf8_lossy(&got).contains("data: one") {
-            let n = stream.read(&mut buf).await.unwrap();
-            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
-            got.extend_from_slice(&buf[..n]);
-        }
-    })
-    .await
-    .unwrap();
+    let (mut stream, mut got) = first_event(proxy.local_addr()).await;
     // The same route without `/sse`: the open request is refused by the new rules.
     let narrower = agentguard_egress::ProxyRules {
         routes: vec![Arc::new(s.route(&["/echo"]).build().unwrap())],
