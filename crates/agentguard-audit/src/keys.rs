@@ -96,4 +96,8 @@ pub const KEYS: &[(&str, ValueType)] = &[
     ("failed", ValueType::Strings),
     ("micros", ValueType::Number),
     ("generation", ValueType::Number),
+    ("connect_micros", ValueType::Number),
+    ("sha256", ValueType::String),
+    ("added", ValueType::Strings),
+    ("removed", ValueType::Strings),
 ];

@@ -2,6 +2,7 @@
 //! every error to a documented exit code in one place (`exit::code_for`).
 
 mod args;
+mod args_egress;
 mod args_learn;
 mod audit;
 mod audit_show;
@@ -12,6 +13,7 @@ mod cluster_mcp;
 use agentguard_config as config;
 mod doctor;
 mod egress;
+mod egress_policy;
 mod ended;
 mod exit;
 mod fetch;
@@ -21,6 +23,7 @@ mod k8s;
 mod learn;
 mod logging;
 mod mcp;
+mod metrics;
 mod net_args;
 mod output;
 mod plan;

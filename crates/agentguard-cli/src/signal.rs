@@ -1,4 +1,4 @@
-//! Waiting for SIGINT or SIGTERM, for every long-running subcommand.
+//! Waiting for SIGINT or SIGTERM, for every long-running subcommand; SIGHUP for a reload.
 
 use anyhow::Context;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -41,6 +41,11 @@ impl Shutdown {
             _ = self.terminate.recv() => Stop::Terminate,
         }
     }
+}
+
+/// The SIGHUP handler: `egress-proxy --policy` reloads its file on it. Inside the runtime.
+pub(crate) fn hangup() -> anyhow::Result<Signal> {
+    signal(SignalKind::hangup()).context("installing the SIGHUP handler")
 }
 
 /// A single-threaded runtime: a run is one engine client and a few pipes.

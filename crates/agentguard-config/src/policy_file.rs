@@ -7,9 +7,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use agentguard_policy::{Grant, HostPattern, parse_cidr};
+use agentguard_egress::Route;
+use agentguard_policy::{Grant, HostPattern, TargetPolicy, parse_cidr};
 use serde::Deserialize;
 
 use crate::error::{ConfigError, KeyError};
@@ -44,10 +46,25 @@ pub struct PolicyFile {
     pub sha256: String,
     /// What it grants.
     pub grant: Grant,
-    /// Its nameservers as written (checked to parse).
-    pub nameservers: Vec<String>,
+    /// What CONNECT may reach; `None` when `allow` is empty (a file of routes only).
+    pub policy: Option<TargetPolicy>,
+    /// Its nameservers; empty for the system's.
+    pub nameservers: Vec<SocketAddr>,
     /// Its routes and secrets, shapes checked.
     pub routes: Routes,
+}
+
+impl PolicyFile {
+    /// Builds every route of the file with its secret read now; a missing secret or a bad
+    /// value refuses them all, naming the source, never a value.
+    pub fn build_routes(&self) -> Result<Vec<Route>, ConfigError> {
+        let all = self.routes.routes.keys().cloned().collect();
+        let built = self.routes.build(&all).map_err(|error| ConfigError::Key {
+            path: self.path.clone(),
+            error,
+        })?;
+        Ok(built.into_iter().map(|(route, _env)| route).collect())
+    }
 }
 
 /// Loads and checks the policy file at `path`.
@@ -78,10 +95,26 @@ pub fn load_policy(path: &Path) -> Result<PolicyFile, ConfigError> {
     let table: PolicyTable = toml::from_str(&text).map_err(|e| parse(e.to_string()))?;
     let key = |e: KeyError| parse(e.to_string());
     let grant = grant_of(&table).map_err(key)?;
-    for server in &table.nameservers {
-        agentguard_netpin::DnsResolver::parse_nameserver(server)
-            .map_err(|e| parse(format!("nameservers: {server:?}: {e}")))?;
-    }
+    let policy = match table.allow.is_empty() {
+        true => None,
+        false => Some(
+            crate::policy_from(
+                &table.allow,
+                table.allow_ports.as_deref().unwrap_or_default(),
+                &table.allow_cidrs,
+                ("allow_cidrs", "allow"),
+            )
+            .map_err(|e| parse(format!("{e:#}")))?,
+        ),
+    };
+    let nameservers = table
+        .nameservers
+        .iter()
+        .map(|server| {
+            agentguard_netpin::DnsResolver::parse_nameserver(server)
+                .map_err(|e| parse(format!("nameservers: {server:?}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let folder = path.parent().map(Path::to_owned).unwrap_or_default();
     let routes = Routes::from_file(table.secrets, table.routes, &BTreeMap::new(), |p| {
         folder.join(p)
@@ -95,7 +128,8 @@ pub fn load_policy(path: &Path) -> Result<PolicyFile, ConfigError> {
         path: path.to_owned(),
         sha256: agentguard_audit::sha256_hex(&bytes),
         grant,
-        nameservers: table.nameservers,
+        policy,
+        nameservers,
         routes,
     })
 }

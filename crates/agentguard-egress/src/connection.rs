@@ -256,6 +256,10 @@ async fn closed(
     if let Some(dialed) = close.dialed {
         event = event.data("dialed", dialed.to_string());
     }
+    if let Some(at) = close.connected {
+        let micros = at.saturating_duration_since(started).as_micros();
+        event = event.data("connect_micros", u64::try_from(micros).unwrap_or(u64::MAX));
+    }
     if let Some(message) = close.message {
         event = event.data("message", message);
     }
@@ -294,6 +298,7 @@ async fn open(
     };
     let mut close = Close {
         dialed: Some(dialed),
+        connected: Some(Instant::now()),
         ..Close::new("client_gone")
     };
     if client.write_all(ESTABLISHED).await.is_err() {

@@ -60,6 +60,8 @@ pub(crate) struct Close {
     /// The status answered (200 once the tunnel opened), when one was.
     pub(crate) status: Option<u16>,
     pub(crate) dialed: Option<SocketAddr>,
+    /// When the upstream connection was made.
+    pub(crate) connected: Option<std::time::Instant>,
     pub(crate) up: u64,
     pub(crate) down: u64,
     pub(crate) message: Option<String>,

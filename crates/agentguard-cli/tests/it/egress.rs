@@ -68,6 +68,7 @@ fn proxy_args(dns: &FakeDns, port: u16, extra: &[&str]) -> Vec<String> {
 fn spawn_noting(args: &[String], before: &mut String) -> (Child, BufReader<ChildStdout>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentguard"))
         .args(args)
+        .env_remove("AGENTGUARD_FLOOR")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -87,7 +88,7 @@ fn spawn_noting(args: &[String], before: &mut String) -> (Child, BufReader<Child
 }
 
 /// [`spawn_noting`] of a proxy that prints nothing before its readiness line.
-fn spawn(args: &[String]) -> (Child, BufReader<ChildStdout>, String) {
+pub(crate) fn spawn(args: &[String]) -> (Child, BufReader<ChildStdout>, String) {
     let mut before = String::new();
     let spawned = spawn_noting(args, &mut before);
     assert_eq!(before, "", "the readiness line comes first");

@@ -6,6 +6,7 @@ mod classify;
 mod cluster;
 mod doctor;
 mod egress;
+mod egress_reload;
 mod egress_run;
 mod exit_codes;
 mod fetch;

@@ -108,3 +108,32 @@ fn only_a_bounded_regular_file_is_read() {
     let error = load_policy(&big).unwrap_err().to_string();
     assert!(error.contains("larger than 1024 KiB"), "{error}");
 }
+
+#[test]
+fn a_loaded_file_gives_the_proxy_its_policy_resolver_and_routes() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, path) = write(
+        "allow = [\"pkgs.example.com\"]\nallow_ports = [8443]\nnameservers = [\"127.0.0.1:5353\"]\n[secrets]\nt = { file = \"token\" }\n[routes.r]\nupstream = \"https://r.example.com\"\nsecret = \"t\"\nheader = \"X-Key\"\nvalue = \"{secret}\"\npaths = [\"/v1/*\"]\n",
+    );
+    let loaded = load_policy(&path).unwrap();
+    let policy = loaded
+        .policy
+        .clone()
+        .expect("a file with allow has a policy");
+    assert!(policy.ports.contains(8443) && !policy.ports.contains(443));
+    assert_eq!(loaded.nameservers, ["127.0.0.1:5353".parse().unwrap()]);
+    // The secret is read when the routes are built, not at load, relative to the file.
+    let error = loaded.build_routes().unwrap_err().to_string();
+    assert!(error.contains("token"), "{error}");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let routes = loaded.build_routes().unwrap();
+    assert_eq!(routes.len(), 1);
+    assert_eq!(routes[0].name(), "r");
+    // A file of routes only reaches nothing by CONNECT.
+    let (_dir, path) = write(
+        "[secrets]\nt = { env = \"T\" }\n[routes.r]\nupstream = \"https://r.example.com\"\nsecret = \"t\"\nheader = \"X-Key\"\nvalue = \"{secret}\"\n",
+    );
+    assert!(load_policy(&path).unwrap().policy.is_none());
+}
