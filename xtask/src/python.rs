@@ -21,7 +21,12 @@ use crate::{cmd, image, setup};
 const PY39: Venv = Venv {
     name: "venv-py39",
     python: Some("3.9"),
-    packages: &["pytest==8.4.2", "pytest-timeout==2.4.0", "mypy==1.19.1"],
+    packages: &[
+        "pytest==8.4.2",
+        "pytest-timeout==2.4.0",
+        "mypy==1.19.1",
+        "prometheus-client==0.26.0",
+    ],
     what: "CPython 3.9 test venv",
 };
 
@@ -36,6 +41,7 @@ const PY313: Venv = Venv {
         "pytest==9.2.0",
         "pytest-timeout==2.4.0",
         "mypy==2.4.1",
+        "prometheus-client==0.26.0",
     ],
     what: "CPython 3.13 test venv",
 };
