@@ -9,8 +9,8 @@ use agentguard_container::UserIds;
 use agentguard_policy::{IpNet, special_networks};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, KeyToPath, PodTemplateSpec, Probe, SecretVolumeSource, Service,
-    ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount,
+    Container, ContainerPort, HTTPGetAction, KeyToPath, PodTemplateSpec, Probe, SecretVolumeSource,
+    Service, ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
@@ -32,6 +32,12 @@ pub const SECRETS_DIR: &str = "/var/run/agentguard/routes";
 /// The proxy's resources: small, and requests = limits like the sandbox's.
 const PROXY_CPU: &str = "500m";
 const PROXY_MEMORY: &str = "134217728";
+
+/// The proxy's metrics and health port (`--metrics`, `/healthz`): the kubelet's readiness
+/// probe reads it; no NetworkPolicy rule lets a sandbox (or anything else) in on it.
+pub fn metrics_port(proxy_port: u16) -> u16 {
+    if proxy_port == 9901 { 9902 } else { 9901 }
+}
 
 /// The proxy objects' name for the run `run_id`.
 pub fn proxy_name(run_id: &str) -> String {
@@ -129,12 +135,25 @@ fn pod(
         }
         pod.volumes = Some(volumes);
     }
-    let probe = |period: i32| Probe {
+    let metrics = metrics_port(plan.proxy_port);
+    // Alive while it accepts on the proxy port; ready while `/healthz` says 200 (503 once it
+    // drains, so the Service stops sending it connections).
+    let liveness = Probe {
         tcp_socket: Some(TCPSocketAction {
             port: IntOrString::Int(i32::from(plan.proxy_port)),
             host: None,
         }),
-        period_seconds: Some(period),
+        period_seconds: Some(10),
+        ..Probe::default()
+    };
+    let readiness = Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some("/healthz".into()),
+            port: IntOrString::Int(i32::from(metrics)),
+            scheme: Some("HTTP".into()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(2),
         ..Probe::default()
     };
     pod.containers = vec![Container {
@@ -142,14 +161,22 @@ fn pod(
         image: Some(image.to_owned()),
         image_pull_policy: Some(pull_policy(image).into()),
         command: Some(literal_argv(&proxy_argv(request.run_id, plan, ports))),
-        ports: Some(vec![ContainerPort {
-            name: Some("proxy".into()),
-            container_port: i32::from(plan.proxy_port),
-            protocol: Some("TCP".into()),
-            ..ContainerPort::default()
-        }]),
-        readiness_probe: Some(probe(2)),
-        liveness_probe: Some(probe(10)),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some("proxy".into()),
+                container_port: i32::from(plan.proxy_port),
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                name: Some("metrics".into()),
+                container_port: i32::from(metrics),
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            },
+        ]),
+        readiness_probe: Some(readiness),
+        liveness_probe: Some(liveness),
         resources: Some(resources(PROXY_CPU, PROXY_MEMORY)),
         security_context: Some(restricted_container()),
         volume_mounts: (!mounts.is_empty()).then_some(mounts),
@@ -240,6 +267,10 @@ fn proxy_argv(run_id: &str, plan: &EgressPlan, ports: &[u16]) -> Vec<String> {
     argv.push(plan.proxy_port.to_string());
     // `--flag=VALUE`, one element each: no value can ever be read as a flag of its own.
     argv.push(format!("--run={run_id}"));
+    argv.push(format!(
+        "--metrics=0.0.0.0:{}",
+        metrics_port(plan.proxy_port)
+    ));
     for host in &plan.hosts {
         argv.push(format!("--allow={host}"));
     }

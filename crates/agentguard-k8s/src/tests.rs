@@ -473,3 +473,44 @@ fn r34_12_a_dollar_reaches_the_pod_as_itself() {
     let greeting = env.iter().find(|e| e["name"] == "GREETING").unwrap();
     assert_eq!(greeting["value"], "$$(HOME) costs $$$$5");
 }
+
+#[test]
+fn the_proxy_is_ready_by_its_health_on_a_port_no_sandbox_is_let_in_on() {
+    let manifests = compiled(None, egress(), false);
+    let docs = manifests.documents();
+    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let metrics = crate::proxy::metrics_port(3128);
+    let probe = &container["readinessProbe"]["httpGet"];
+    assert_eq!(probe["path"], "/healthz");
+    assert_eq!(probe["port"], metrics);
+    let argv: Vec<&str> = container["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        argv.contains(&format!("--metrics=0.0.0.0:{metrics}").as_str()),
+        "{argv:?}"
+    );
+    // The proxy's NetworkPolicy lets the run's sandbox in on the proxy port only.
+    let policy = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "NetworkPolicy"
+                && d["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("-proxy"))
+        })
+        .unwrap();
+    let ports: Vec<&Value> = policy["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|rule| rule["ports"].as_array().unwrap())
+        .collect();
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0]["port"], 3128);
+    assert_ne!(crate::proxy::metrics_port(9901), 9901);
+}
