@@ -35,7 +35,7 @@ const PROXY_MEMORY: &str = "134217728";
 
 /// The proxy's metrics and health port (`--metrics`, `/healthz`): the kubelet's readiness
 /// probe reads it; no NetworkPolicy rule lets a sandbox (or anything else) in on it.
-pub fn metrics_port(proxy_port: u16) -> u16 {
+pub(crate) fn metrics_port(proxy_port: u16) -> u16 {
     if proxy_port == 9901 { 9902 } else { 9901 }
 }
 
