@@ -53,6 +53,12 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "Concurrency: 10,000 idle tunnels asked of the release `agentguard egress-proxy` with its default limits: how many it holds (the cap it derives from the descriptor limit), how fast it refuses the rest, its resident memory and file descriptors per tunnel (from /proc), and that all of them are closed once their clients close.",
     ),
     (
+        "reload",
+        "agentguard-egress",
+        "proxy_bench",
+        "Live policy: sequential CONNECT-to-200 decisions per second through the release `agentguard egress-proxy --policy FILE` reloaded by SIGHUP every 100 ms while it is measured (its file alternating between two policies that both allow the target), against the same proxy left alone, in the same rounds; both with an audit log.",
+    ),
+    (
         "container",
         "agentguard-container",
         "run_bench",
@@ -96,7 +102,7 @@ fn release_binary() -> Result<std::path::PathBuf> {
 /// The arguments each benchmark program takes after `--`.
 fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
     Ok(match name {
-        "tunnel" | "connect" | "tunnel-tls" | "connect-tls" | "idle" => {
+        "tunnel" | "connect" | "tunnel-tls" | "connect-tls" | "idle" | "reload" => {
             install_peers()?;
             let binary = release_binary()?;
             let mode = match name {
@@ -104,12 +110,13 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
                 "connect" => "setup",
                 "tunnel-tls" => "throughput-tls",
                 "connect-tls" => "setup-tls",
+                "reload" => "reload",
                 _ => "idle",
             };
             let mut args = vec![mode.into(), binary.to_string_lossy().into_owned()];
             // Before and after in one run: the binary of an earlier commit, side by side.
             if let Some(before) = std::env::var_os("AGENTGUARD_BENCH_BEFORE")
-                && name != "idle"
+                && !matches!(name, "idle" | "reload")
             {
                 args.push(format!("the binary before={}", before.to_string_lossy()));
             }

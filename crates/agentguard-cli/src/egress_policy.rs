@@ -58,6 +58,9 @@ pub(crate) struct Source {
     path: PathBuf,
     floor: Option<PathBuf>,
     current: Grant,
+    /// The nameservers of the generation in place: a reload that keeps them keeps the resolver
+    /// (and its cache) too. `None` before the first load.
+    nameservers: Option<Vec<std::net::SocketAddr>>,
     /// The file as last loaded, and as seen at the last check (for `--watch`).
     loaded: Option<Stamp>,
     seen: Option<Stamp>,
@@ -74,6 +77,7 @@ impl Source {
             path: path.to_owned(),
             floor: floor.map(Path::to_owned),
             current: Grant::default(),
+            nameservers: None,
             loaded: None,
             seen: None,
         };
@@ -94,7 +98,8 @@ impl Source {
                 }
             })?;
         }
-        let rules = rules(&file).map_err(Refused::load)?;
+        let same = self.nameservers.as_ref() == Some(&file.nameservers);
+        let rules = rules(&file, same).map_err(Refused::load)?;
         let special = special_networks();
         let named = |grant: &Grant, other: &Grant| -> Vec<String> {
             let entries = grant.beyond(other, &special);
@@ -105,6 +110,7 @@ impl Source {
             .data("added", named(&file.grant, &self.current))
             .data("removed", named(&self.current, &file.grant));
         self.current = file.grant;
+        self.nameservers = Some(file.nameservers);
         self.loaded = before;
         self.seen = before;
         Ok((rules, event))
@@ -113,7 +119,7 @@ impl Source {
     /// Loads the file again and puts it in place on `proxy`; `trigger` (`signal`, `watch`) is
     /// the event's reason. A load that fails is recorded and leaves the proxy as it was.
     pub(crate) async fn reload(&mut self, proxy: &EgressProxy, trigger: &str) {
-        let before = self.current.clone();
+        let before = (self.current.clone(), self.nameservers.clone());
         let refused = match self.load(trigger) {
             Ok((rules, event)) => match proxy.reload(rules, event).await {
                 Ok(done) => {
@@ -124,7 +130,7 @@ impl Source {
             },
             Err(refused) => refused,
         };
-        self.current = before;
+        (self.current, self.nameservers) = before;
         let message = format!("{:#}", refused.error);
         tracing::error!(path = %self.path.display(), error = %message, "policy file not loaded; the rules in place stay");
         let event = Event::policy_loaded(
@@ -152,16 +158,18 @@ impl Source {
 }
 
 /// The proxy's rules from a loaded file: its policy, its routes with their secrets read now,
-/// and its resolver (the system's when it names no nameserver).
-fn rules(file: &PolicyFile) -> anyhow::Result<ProxyRules> {
+/// and its resolver (the system's when it names no nameserver); `None` to keep the one in
+/// place when the nameservers are the same (`same`).
+fn rules(file: &PolicyFile, same: bool) -> anyhow::Result<ProxyRules> {
     let routes = file.build_routes()?.into_iter().map(Arc::new).collect();
-    let resolver: Arc<dyn Resolve> = match file.nameservers.is_empty() {
-        true => Arc::new(DnsResolver::system()?),
-        false => Arc::new(DnsResolver::with_nameservers(&file.nameservers)?),
+    let resolver: Option<Arc<dyn Resolve>> = match (same, file.nameservers.is_empty()) {
+        (true, _) => None,
+        (false, true) => Some(Arc::new(DnsResolver::system()?)),
+        (false, false) => Some(Arc::new(DnsResolver::with_nameservers(&file.nameservers)?)),
     };
     Ok(ProxyRules {
         policy: file.policy.clone(),
         routes,
-        resolver: Some(resolver),
+        resolver,
     })
 }

@@ -29,8 +29,9 @@ impl World {
         let b = EchoServer::try_start(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)), 0)
             .await
             .unwrap();
-        dns.answer("a.example.test", &[a.addr().ip()]);
-        dns.answer("b.example.test", &[b.addr().ip()]);
+        // With a TTL: a reload that keeps the nameservers keeps the resolver's cache.
+        dns.answer_with_ttl("a.example.test", &[a.addr().ip()], 300);
+        dns.answer_with_ttl("b.example.test", &[b.addr().ip()], 300);
         World {
             dns,
             a,
@@ -264,6 +265,8 @@ async fn watch_reloads_a_changed_file_and_the_floor_keeps_a_widening_one_out() {
         let floor = floor.to_str().unwrap().to_owned();
         let (mut child, _stdout, proxy) = start(&world, &["--watch", "--floor", &floor]);
         assert_eq!(connect(&world, &proxy, "b").0, 403);
+        assert_eq!(connect(&world, &proxy, "a").0, 200);
+        let asked = world.dns.queries("a.example.test").len();
         // A wildcard is beyond the floor: refused, generation 1 kept, b still refused.
         let text = std::fs::read_to_string(world.policy()).unwrap();
         world.write_text(&text.replace("allow = [", "allow = [\"*.example.test\", "));
@@ -281,6 +284,9 @@ async fn watch_reloads_a_changed_file_and_the_floor_keeps_a_widening_one_out() {
             agentguard_audit::sha256_hex(&std::fs::read(world.policy()).unwrap())
         );
         assert_eq!(connect(&world, &proxy, "b").0, 200);
+        // The same nameservers: the resolver and its cached answer for `a` were kept.
+        assert_eq!(connect(&world, &proxy, "a").0, 200);
+        assert_eq!(world.dns.queries("a.example.test").len(), asked);
         signal(&child, "-TERM");
         assert_eq!(child.wait().unwrap().code(), Some(0));
     })

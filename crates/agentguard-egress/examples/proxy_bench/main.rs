@@ -17,9 +17,12 @@
 //!   resident memory and open file descriptors per tunnel, and that every one closes cleanly
 //!   afterwards.
 //!
+//! * `reload`: CONNECT-to-200 decisions per second through a proxy whose policy file is
+//!   reloaded by SIGHUP every 100 ms, against the same proxy left alone, in the same rounds.
+//!
 //! Markdown tables go to stdout for docs/PERFORMANCE.md. Run through `cargo xtask bench`.
 //!
-//! Usage: proxy_bench throughput|setup|idle AGENTGUARD_BINARY [LABEL=OTHER_AGENTGUARD_BINARY...]
+//! Usage: proxy_bench throughput|setup|idle|reload AGENTGUARD_BINARY [LABEL=OTHER_AGENTGUARD_BINARY...]
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -28,6 +31,7 @@ use std::time::{Duration, Instant};
 use agentguard_test_support::FakeDns;
 
 mod peers;
+mod reload;
 mod setup;
 
 use peers::{Proxy, Trace, machine_cpu_seconds, median, proxies, start_agentguard_with};
@@ -386,6 +390,7 @@ async fn main() {
         "throughput" | "throughput-tls" => throughput(&binary, &extra, &dir).await,
         "setup" | "setup-tls" => setup::setup(&binary, &extra, &dir).await,
         "idle" => idle(&binary).await,
+        "reload" => reload::reload(&binary, &dir).await,
         other => panic!("unknown mode {other:?}"),
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -164,7 +164,7 @@ pub(crate) fn start_agentguard_with(
     let cap: Vec<&str> = max_connections
         .map(|n| vec!["--max-connections", n])
         .unwrap_or_default();
-    let mut child = Command::new(binary)
+    let child = Command::new(binary)
         .args([
             "egress-proxy",
             "--port",
@@ -184,6 +184,11 @@ pub(crate) fn start_agentguard_with(
         .stdout(Stdio::piped())
         .spawn()
         .expect("start agentguard egress-proxy");
+    ready(label, child)
+}
+
+/// The agentguard proxy `child` once its readiness line says where it listens.
+pub(crate) fn ready(label: &str, mut child: Child) -> Proxy {
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)

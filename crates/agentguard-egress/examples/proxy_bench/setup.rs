@@ -14,7 +14,7 @@ use crate::peers::{Proxy, Trace, median, percentile, proxies};
 use crate::{SETUP_CONNECTIONS, SETUP_ROUNDS, SOURCE_IP, connect_via, direct, source_port};
 
 /// Sequential round trips: returns (per second, p50, p99).
-async fn round_trips(n: usize, mut one: impl AsyncFnMut()) -> (f64, Duration, Duration) {
+pub(crate) async fn round_trips(n: usize, mut one: impl AsyncFnMut()) -> (f64, Duration, Duration) {
     let mut latencies = Vec::with_capacity(n);
     let start = Instant::now();
     for _ in 0..n {
@@ -35,7 +35,7 @@ async fn round_trips(n: usize, mut one: impl AsyncFnMut()) -> (f64, Duration, Du
 /// the client's CONNECT) it answers 200 as a CONNECT proxy would; it reads (and drops) what
 /// follows, such as a ClientHello, and closes when its client does, as a server does. Every
 /// path meets the same upstream doing the same work per connection.
-async fn responder(port: u16) -> SocketAddr {
+pub(crate) async fn responder(port: u16) -> SocketAddr {
     let listener = TcpListener::bind((SOURCE_IP, port))
         .await
         .expect("bind responder");
