@@ -38,7 +38,7 @@ fn flag_rules(args: &EgressProxyArgs) -> anyhow::Result<ProxyRules> {
     };
     if let Some(floor) = &args.floor {
         let grant = agentguard_config::proxy_grant(policy.as_ref(), &routes);
-        agentguard_config::check_floor(&grant, floor, "egress-proxy")?;
+        agentguard_config::check_floor(&grant, "--floor", floor, "egress-proxy")?;
     }
     Ok(ProxyRules {
         policy,

@@ -91,12 +91,12 @@ impl Source {
         let before = stamp(&self.path);
         let file = load_policy(&self.path).map_err(Refused::load)?;
         if let Some(floor) = &self.floor {
-            agentguard_config::check_floor(&file.grant, floor, "--policy").map_err(|e| {
-                Refused {
+            agentguard_config::check_floor(&file.grant, "--floor", floor, "--policy").map_err(
+                |e| Refused {
                     reason: "beyond_floor",
                     error: e.into(),
-                }
-            })?;
+                },
+            )?;
         }
         let same = self.nameservers.as_ref() == Some(&file.nameservers);
         let rules = rules(&file, same).map_err(Refused::load)?;

@@ -55,10 +55,11 @@ pub fn proxy_grant(policy: Option<&TargetPolicy>, routes: &[Route]) -> Grant {
     grant
 }
 
-/// Refuses `grant` when it goes beyond the floor at `path` (`--floor`, `AGENTGUARD_FLOOR`),
-/// naming each entry; `who` says what was checked (`egress-proxy`).
-pub fn check_floor(grant: &Grant, path: &Path, who: &str) -> Result<(), ConfigError> {
-    within(grant, "--floor", path).map_err(|error| ConfigError::Key {
+/// Refuses `grant` when it goes beyond the floor at `path`, naming each entry; `key` says
+/// where the floor was named (`--floor`, `AGENTGUARD_FLOOR`), `who` what was checked
+/// (`egress-proxy`).
+pub fn check_floor(grant: &Grant, key: &str, path: &Path, who: &str) -> Result<(), ConfigError> {
+    within(grant, key, path).map_err(|error| ConfigError::Key {
         path: PathBuf::from(who),
         error,
     })

@@ -86,6 +86,14 @@ impl Proxy {
         let what = "EgressProxy";
         crate::this_process(py)?;
         let net = NetSettings::new(py, what, &allow, &allow_ports, &allow_cidrs, &nameservers)?;
+        // The operator's floor binds this proxy as it binds every config.
+        let floor = std::env::var_os(agentguard_config::FLOOR_ENV).filter(|p| !p.is_empty());
+        if let Some(floor) = floor {
+            let grant = agentguard_config::proxy_grant(Some(&net.policy), &[]);
+            let path = std::path::Path::new(&floor);
+            agentguard_config::check_floor(&grant, agentguard_config::FLOOR_ENV, path, what)
+                .map_err(|e| errors::raise(py, "ConfigError", e.to_string(), "invalid_config"))?;
+        }
         let ip: IpAddr = host.parse().map_err(|_| {
             errors::raise(
                 py,

@@ -105,6 +105,20 @@ def test_a_slow_callback_never_stalls_tunnels_and_a_full_queue_is_counted(
     assert any("did not reach on_decision" in r.getMessage() for r in caplog.records)
 
 
+def test_the_operators_floor_binds_an_egress_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    floor = tmp_path / "floor.toml"
+    floor.write_text('allow = ["*.example.com"]\n')
+    monkeypatch.setenv("AGENTGUARD_FLOOR", str(floor))
+    with pytest.raises(ValueError, match="AGENTGUARD_FLOOR") as raised:
+        EgressProxy(["other.test"]).start()
+    assert 'allow "other.test"' in str(raised.value), str(raised.value)
+    proxy = EgressProxy(["pkgs.example.com"])
+    proxy.start()
+    proxy.stop()
+
+
 def test_the_seed_snippet_and_settings_errors(dns_loopback: FakeDns) -> None:
     decisions: List[Dict[str, Any]] = []
     # The seed's snippet, as written.
