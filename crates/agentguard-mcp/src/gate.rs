@@ -142,6 +142,18 @@ impl Session {
         };
         match method.as_str() {
             "tools/call" if id.is_some() => return self.call(id, params, strict),
+            // Stopped: the calls are ending and the service with them; nothing new is served
+            // (a request could otherwise slip in before the service closes).
+            _ if self.server.stop_token().is_cancelled() => {
+                if id.is_some() {
+                    self.error(
+                        id,
+                        -32000,
+                        "the server is shutting down; no new request is served",
+                    );
+                }
+                return false;
+            }
             "initialize" => {
                 self.initialized = true;
                 if let Some(info) = params.and_then(client_info) {
