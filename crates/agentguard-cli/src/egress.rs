@@ -11,7 +11,6 @@
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use agentguard_audit::{AuditSink, Durability, Event, StreamSink};
@@ -136,10 +135,10 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<u8> {
         stdout.flush()?;
         drop(stdout);
         let stop = serve(&proxy, &mut shutdown, policy, args.watch).await;
-        tracing::info!(signal = stop.name(), "shutting down");
         if let Some(metrics) = &metrics {
             metrics.drain();
         }
+        tracing::info!(signal = stop.name(), "shutting down");
         let result = proxy.shutdown(Duration::from_secs(args.grace)).await;
         if !result.drained {
             let note = format!(
@@ -176,11 +175,7 @@ fn sink(
         (None, None) => None,
     };
     match metrics {
-        Some(metrics) => Some(Arc::new(Metered {
-            inner: sink,
-            metrics: Arc::clone(metrics),
-            seq: AtomicU64::new(0),
-        })),
+        Some(metrics) => Some(Arc::new(Metered::new(sink, Arc::clone(metrics)))),
         None => sink,
     }
 }

@@ -9,6 +9,7 @@
 //! `policy_loaded` with the reason (`load_failed` or `beyond_floor`), the message and the
 //! generation kept.
 
+use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,6 +54,21 @@ impl Refused {
     }
 }
 
+/// A load that took: the rules and their `policy_loaded` event (its generation still to
+/// add), and what [`Source`] keeps once the proxy has them.
+struct Loaded {
+    rules: ProxyRules,
+    event: Event,
+    kept: Kept,
+}
+
+/// What a generation in place leaves in [`Source`] for the next load.
+struct Kept {
+    grant: Grant,
+    nameservers: Vec<SocketAddr>,
+    stamp: Option<Stamp>,
+}
+
 /// The policy file a proxy serves, and what the generation in place grants.
 pub(crate) struct Source {
     path: PathBuf,
@@ -60,7 +76,7 @@ pub(crate) struct Source {
     current: Grant,
     /// The nameservers of the generation in place: a reload that keeps them keeps the resolver
     /// (and its cache) too. `None` before the first load.
-    nameservers: Option<Vec<std::net::SocketAddr>>,
+    nameservers: Option<Vec<SocketAddr>>,
     /// The file as last loaded, and as seen at the last check (for `--watch`).
     loaded: Option<Stamp>,
     seen: Option<Stamp>,
@@ -81,14 +97,14 @@ impl Source {
             loaded: None,
             seen: None,
         };
-        let (rules, event) = source.load("start")?;
+        let Loaded { rules, event, kept } = source.load("start")?;
+        source.keep(kept);
         Ok((source, rules, event))
     }
 
-    /// Loads the file: the rules and their `policy_loaded` event (generation still to add),
-    /// and takes its grant as the current one.
-    fn load(&mut self, trigger: &str) -> Result<(ProxyRules, Event), Refused> {
-        let before = stamp(&self.path);
+    /// Loads and checks the file; `trigger` is its event's reason. Changes nothing.
+    fn load(&self, trigger: &str) -> Result<Loaded, Refused> {
+        let stamp = stamp(&self.path);
         let file = load_policy(&self.path).map_err(Refused::load)?;
         if let Some(floor) = &self.floor {
             agentguard_config::check_floor(&file.grant, "--floor", floor, "--policy").map_err(
@@ -109,20 +125,32 @@ impl Source {
             .data("sha256", file.sha256.as_str())
             .data("added", named(&file.grant, &self.current))
             .data("removed", named(&self.current, &file.grant));
-        self.current = file.grant;
-        self.nameservers = Some(file.nameservers);
-        self.loaded = before;
-        self.seen = before;
-        Ok((rules, event))
+        Ok(Loaded {
+            rules,
+            event,
+            kept: Kept {
+                grant: file.grant,
+                nameservers: file.nameservers,
+                stamp,
+            },
+        })
+    }
+
+    /// Takes `kept` as the generation in place, once the proxy has its rules.
+    fn keep(&mut self, kept: Kept) {
+        self.current = kept.grant;
+        self.nameservers = Some(kept.nameservers);
+        self.loaded = kept.stamp;
+        self.seen = kept.stamp;
     }
 
     /// Loads the file again and puts it in place on `proxy`; `trigger` (`signal`, `watch`) is
     /// the event's reason. A load that fails is recorded and leaves the proxy as it was.
     pub(crate) async fn reload(&mut self, proxy: &EgressProxy, trigger: &str) {
-        let before = (self.current.clone(), self.nameservers.clone());
         let refused = match self.load(trigger) {
-            Ok((rules, event)) => match proxy.reload(rules, event).await {
+            Ok(Loaded { rules, event, kept }) => match proxy.reload(rules, event).await {
                 Ok(done) => {
+                    self.keep(kept);
                     tracing::info!(generation = done.generation, revoked = done.revoked, path = %self.path.display(), "policy file loaded");
                     return;
                 }
@@ -130,17 +158,16 @@ impl Source {
             },
             Err(refused) => refused,
         };
-        (self.current, self.nameservers) = before;
         let message = format!("{:#}", refused.error);
-        tracing::error!(path = %self.path.display(), error = %message, "policy file not loaded; the rules in place stay");
         let event = Event::policy_loaded(
             Decision::Error,
             refused.reason,
             &self.path.to_string_lossy(),
         )
-        .data("message", message)
+        .data("message", message.as_str())
         .data("generation", proxy.generation());
         proxy.record(event).await;
+        tracing::error!(path = %self.path.display(), error = %message, "policy file not loaded; the rules in place stay");
     }
 
     /// Whether the file has changed since it was loaded and stayed the same since the last

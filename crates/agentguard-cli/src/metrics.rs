@@ -206,9 +206,19 @@ fn label(value: &str) -> String {
 /// The proxy's audit sink with the metrics counted behind it; without a sink, the events are
 /// counted only (numbered, with no chain).
 pub(crate) struct Metered {
-    pub(crate) inner: Option<Arc<dyn AuditSink>>,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) seq: AtomicU64,
+    inner: Option<Arc<dyn AuditSink>>,
+    metrics: Arc<Metrics>,
+    seq: AtomicU64,
+}
+
+impl Metered {
+    pub(crate) fn new(inner: Option<Arc<dyn AuditSink>>, metrics: Arc<Metrics>) -> Metered {
+        Metered {
+            inner,
+            metrics,
+            seq: AtomicU64::new(0),
+        }
+    }
 }
 
 impl AuditSink for Metered {

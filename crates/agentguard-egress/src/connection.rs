@@ -245,7 +245,6 @@ async fn closed(
     watch: &Watch,
 ) {
     let reason = watch.reason(close.reason);
-    tracing::info!(client = %crate::escape(peer), target = %target, reason, "egress tunnel closed");
     let mut event = Event::egress_close(reason, target, peer)
         .data("bytes_up", close.up)
         .data("bytes_down", close.down)
@@ -267,6 +266,8 @@ async fn closed(
         event = event.data("sni", sni);
     }
     shared.record(event).await;
+    // After the event: a reader of this line finds it in the log.
+    tracing::info!(client = %crate::escape(peer), target = %target, reason, "egress tunnel closed");
 }
 
 /// After the recorded decision: dial, answer, check the ClientHello, pump.

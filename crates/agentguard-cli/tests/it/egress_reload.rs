@@ -2,10 +2,11 @@
 //! `--watch`, generations in every decision, revocation of open tunnels, a file that does not
 //! load, and `--metrics` (`/metrics` against the audit log, `/healthz` while it drains).
 
-use std::io::{BufReader, Read as _, Write};
+use std::io::{BufRead, BufReader, Read as _, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use agentguard_test_support::{EchoServer, FakeDns};
@@ -78,12 +79,16 @@ impl World {
     }
 }
 
-/// The proxy on `--policy` with an audit log and `extra`; its stdout after the readiness line,
-/// and its address.
-fn start(world: &World, extra: &[&str]) -> (Child, BufReader<ChildStdout>, String) {
+/// The proxy on `--policy` with an audit log, `-v` and `extra`; its stdout after the readiness
+/// line, its address, and its diagnostics line by line (each read as it is written).
+fn start(
+    world: &World,
+    extra: &[&str],
+) -> (Child, BufReader<ChildStdout>, String, Receiver<String>) {
     let policy = world.policy().to_string_lossy().into_owned();
     let log = world.log().to_string_lossy().into_owned();
     let base = [
+        "-v",
         "egress-proxy",
         "--port",
         "0",
@@ -93,7 +98,32 @@ fn start(world: &World, extra: &[&str]) -> (Child, BufReader<ChildStdout>, Strin
         &log,
     ];
     let args: Vec<String> = base.iter().chain(extra).map(|s| (*s).to_owned()).collect();
-    crate::egress::spawn(&args)
+    let (mut child, stdout, addr) = crate::egress::spawn(&args);
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (child, stdout, addr, lines)
+}
+
+/// Waits (10 s at most) for the diagnostic line saying `needle`: the proxy writes it once
+/// what it tells of is done (an event recorded, a reload in place, health turned).
+fn wait_line(lines: &Receiver<String>, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|e| panic!("no line saying {needle:?} ({e})"));
+        if line.contains(needle) {
+            return;
+        }
+    }
 }
 
 /// A CONNECT to `host` (`a`, `b`) through the proxy: the status line's code, and the stream.
@@ -139,20 +169,11 @@ fn events(log: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Waits (10 s at most) until the log holds an event `wanted` accepts; returns it.
-fn wait_for(log: &Path, wanted: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(found) = events(log).into_iter().find(|e| wanted(e)) {
-            return found;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no such event: {:?}",
-            events(log)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// The log's first event `wanted` accepts.
+fn logged(log: &Path, wanted: impl Fn(&Value) -> bool) -> Value {
+    let all = events(log);
+    let found = all.iter().find(|e| wanted(e)).cloned();
+    found.unwrap_or_else(|| panic!("no such event: {all:?}"))
 }
 
 fn signal(child: &Child, name: &str) {
@@ -172,7 +193,7 @@ async fn sighup_reloads_the_file_and_closes_exactly_the_tunnels_it_no_longer_all
     let world = World::new().await;
     world.write(&["a", "b"]);
     tokio::task::spawn_blocking(move || {
-        let (mut child, _stdout, proxy) = start(&world, &[]);
+        let (mut child, _stdout, proxy, lines) = start(&world, &[]);
         let (code, mut kept) = connect(&world, &proxy, "a");
         assert_eq!(code, 200);
         let (code, mut cut) = connect(&world, &proxy, "b");
@@ -189,7 +210,8 @@ async fn sighup_reloads_the_file_and_closes_exactly_the_tunnels_it_no_longer_all
             "{:?}",
             asked.elapsed()
         );
-        let loaded = wait_for(&world.log(), |e| is(e, "policy_loaded", "signal"));
+        wait_line(&lines, "policy file loaded");
+        let loaded = logged(&world.log(), |e| is(e, "policy_loaded", "signal"));
         assert_eq!(loaded["data"]["generation"], 2);
         assert_eq!(loaded["data"]["removed"][0], "allow \"b.example.test\"");
         assert_eq!(loaded["data"]["added"], serde_json::json!([]));
@@ -200,7 +222,8 @@ async fn sighup_reloads_the_file_and_closes_exactly_the_tunnels_it_no_longer_all
         // A file that does not load keeps generation 2.
         world.write_text("allow = [\"a.example.test\"\n");
         signal(&child, "-HUP");
-        let failed = wait_for(&world.log(), |e| is(e, "policy_loaded", "load_failed"));
+        wait_line(&lines, "policy file not loaded");
+        let failed = logged(&world.log(), |e| is(e, "policy_loaded", "load_failed"));
         assert_eq!(failed["decision"], "error");
         assert_eq!(failed["data"]["generation"], 2);
         assert_eq!(connect(&world, &proxy, "a").0, 200);
@@ -263,21 +286,23 @@ async fn watch_reloads_a_changed_file_and_the_floor_keeps_a_widening_one_out() {
     .unwrap();
     tokio::task::spawn_blocking(move || {
         let floor = floor.to_str().unwrap().to_owned();
-        let (mut child, _stdout, proxy) = start(&world, &["--watch", "--floor", &floor]);
+        let (mut child, _stdout, proxy, lines) = start(&world, &["--watch", "--floor", &floor]);
         assert_eq!(connect(&world, &proxy, "b").0, 403);
         assert_eq!(connect(&world, &proxy, "a").0, 200);
         let asked = world.dns.queries("a.example.test").len();
         // A wildcard is beyond the floor: refused, generation 1 kept, b still refused.
         let text = std::fs::read_to_string(world.policy()).unwrap();
         world.write_text(&text.replace("allow = [", "allow = [\"*.example.test\", "));
-        let refused = wait_for(&world.log(), |e| is(e, "policy_loaded", "beyond_floor"));
+        wait_line(&lines, "policy file not loaded");
+        let refused = logged(&world.log(), |e| is(e, "policy_loaded", "beyond_floor"));
         assert_eq!(refused["data"]["generation"], 1);
         let message = refused["data"]["message"].as_str().unwrap();
         assert!(message.contains("*.example.test"), "{message}");
         assert_eq!(connect(&world, &proxy, "b").0, 403);
         // Within the floor: loaded by the watch (no signal sent), and b is reachable.
         world.write(&["a", "b"]);
-        let loaded = wait_for(&world.log(), |e| is(e, "policy_loaded", "watch"));
+        wait_line(&lines, "policy file loaded");
+        let loaded = logged(&world.log(), |e| is(e, "policy_loaded", "watch"));
         assert_eq!(loaded["data"]["generation"], 2);
         assert_eq!(
             loaded["data"]["sha256"],
@@ -328,7 +353,8 @@ async fn metrics_count_what_the_audit_log_holds_and_health_turns_503_while_drain
     world.write(&["a"]);
     tokio::task::spawn_blocking(move || {
         let metrics = format!("127.0.0.1:{}", free_port());
-        let (mut child, _stdout, proxy) = start(&world, &["--metrics", &metrics, "--grace", "30"]);
+        let (mut child, _stdout, proxy, lines) =
+            start(&world, &["--metrics", &metrics, "--grace", "30"]);
         assert_eq!(get(&metrics, "/healthz").0, 200);
         let (_, mut first) = connect(&world, &proxy, "a");
         echo(&mut first, b"0123456789");
@@ -336,7 +362,7 @@ async fn metrics_count_what_the_audit_log_holds_and_health_turns_503_while_drain
         assert_eq!(connect(&world, &proxy, "b").0, 403);
         let (_, mut open) = connect(&world, &proxy, "a");
         echo(&mut open, b"still open");
-        wait_for(&world.log(), |e| e["kind"] == "egress_close");
+        wait_line(&lines, "egress tunnel closed");
         let (code, text) = get(&metrics, "/metrics");
         assert_eq!(code, 200);
         let log = events(&world.log());
@@ -363,11 +389,8 @@ async fn metrics_count_what_the_audit_log_holds_and_health_turns_503_while_drain
         assert_eq!(sample(&text, "agentguard_policy_generation"), 1.0);
         // Draining: the open tunnel holds the proxy in its grace period, health says 503.
         signal(&child, "-TERM");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while get(&metrics, "/healthz").0 != 503 {
-            assert!(Instant::now() < deadline, "/healthz never turned 503");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_line(&lines, "shutting down");
+        assert_eq!(get(&metrics, "/healthz").0, 503);
         assert_eq!(get(&metrics, "/nowhere").0, 404);
         drop(open);
         assert_eq!(child.wait().unwrap().code(), Some(0));
