@@ -138,6 +138,7 @@ impl ContainerSpec {
     /// connect to the mounted host socket (`host-uds=open`).
     fn global_args_for(&self, relay: bool) -> Vec<String> {
         match (&self.engine.kind, &self.runtime) {
+            (EngineKind::Oci, _) => crate::oci::global_args(self),
             (EngineKind::Podman, Some(runtime)) => {
                 let mut args = vec!["--runtime".to_owned(), runtime.to_string()];
                 if runtime.is_gvisor() {
@@ -173,9 +174,15 @@ impl ContainerSpec {
     /// The complete engine command for a checked invocation of one of this spec's commands
     /// ([`ContainerSpec::invoke`] makes it; its argv is used as it is, one element each), with
     /// the command's own values ([`ContainerSpec::for_command`]).
+    ///
+    /// For `engine = "oci"` this is the runtime's command line; the bundle it names is written
+    /// when the run starts ([`ContainerSpec::oci_config`] is its `config.json`).
     pub fn run_command(&self, invocation: &Invocation, identity: &RunIdentity) -> EngineCommand {
-        self.for_command(invocation.command())
-            .command_of(invocation, identity)
+        let spec = self.for_command(invocation.command());
+        if spec.engine.kind == EngineKind::Oci {
+            return crate::oci::run_command(&spec, identity);
+        }
+        spec.command_of(invocation, identity)
     }
 
     fn command_of(&self, invocation: &Invocation, identity: &RunIdentity) -> EngineCommand {

@@ -225,6 +225,7 @@ impl ContainerSpecBuilder {
         crate::effective::check_limits(&spec)?;
         crate::effective::check_commands(&mut spec)?;
         validate_pin(&spec.image, spec.require_digest)?;
+        crate::oci::settle(&mut spec)?;
         spec.rootless = crate::rootless::is_rootless(&spec.engine);
         Ok(spec)
     }

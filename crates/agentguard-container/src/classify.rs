@@ -3,6 +3,7 @@
 //! runtime that could not start the container, or any other engine error).
 
 use crate::error::RunError;
+use crate::kind::EngineKind;
 use crate::spec::ContainerSpec;
 
 /// The error an engine failure (exit 125, or Podman's 126 for a failed OCI runtime) means.
@@ -45,8 +46,19 @@ pub(crate) fn classify(spec: &ContainerSpec, stderr: &str) -> RunError {
 /// True when the command never ran because the engine failed: 125 is the engine's own
 /// failure; Podman reports an OCI runtime that failed to start the container (crun on a hybrid
 /// cgroup host) as 126, so neither is an exit of the command's own.
-pub(crate) fn engine_failed(code: Option<i32>, stderr: &[u8]) -> bool {
-    code == Some(125) || code == Some(126) && oci_runtime_failed(stderr)
+///
+/// An OCI runtime called directly (`engine = "oci"`) has no status of its own: there it is a
+/// failure without the receipt (the relay, the container's init, never ran) that says so.
+pub(crate) fn engine_failed(
+    kind: EngineKind,
+    code: Option<i32>,
+    stderr: &[u8],
+    receipt: bool,
+) -> bool {
+    match kind {
+        EngineKind::Oci => code != Some(0) && !receipt && runtime_failed(stderr),
+        _ => code == Some(125) || code == Some(126) && oci_runtime_failed(stderr),
+    }
 }
 
 /// True when the engine's stderr says its OCI runtime failed to start the container (Podman:
@@ -54,4 +66,15 @@ pub(crate) fn engine_failed(code: Option<i32>, stderr: &[u8]) -> bool {
 fn oci_runtime_failed(stderr: &[u8]) -> bool {
     let text = String::from_utf8_lossy(stderr).to_ascii_lowercase();
     text.contains("oci runtime error") || text.contains("oci runtime create failed")
+}
+
+/// True when an OCI runtime called directly (`engine = "oci"`) says it failed before the
+/// container's init ran: runc's `runc run failed` / `runc create failed`, runsc's `running
+/// container:`.
+pub(crate) fn runtime_failed(stderr: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(stderr).to_ascii_lowercase();
+    text.contains("runc run failed")
+        || text.contains("runc create failed")
+        || text.contains("running container:")
+        || text.contains("creating container:")
 }

@@ -54,6 +54,54 @@ pub async fn diagnose() -> Vec<Finding> {
     for kind in [EngineKind::Docker, EngineKind::Podman] {
         findings.extend(engine(kind, v2).await);
     }
+    findings.extend(oci());
+    findings
+}
+
+/// `engine = "oci"`: the runtimes it can call, and its image cache.
+fn oci() -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for (runtime, package) in [("runc", "runc"), ("runsc", "runsc")] {
+        findings.push(if on_path(runtime) {
+            finding(Level::Ok, format!("oci: {runtime} found"), "")
+        } else {
+            finding(
+                Level::Warn,
+                format!("oci: {runtime} not found; engine = \"oci\" with runtime = \"{runtime}\" will be refused"),
+                format!("apt-get install {package}"),
+            )
+        });
+    }
+    let root = crate::oci::cache_root();
+    if root.exists() {
+        findings.push(match crate::oci::cache::open(&root) {
+            Ok(images) => {
+                let entries = std::fs::read_dir(&images)
+                    .map(|d| {
+                        d.filter_map(|e| e.ok())
+                            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                            .count()
+                    })
+                    .unwrap_or(0);
+                finding(
+                    Level::Ok,
+                    format!(
+                        "oci: the image cache {} holds {entries} image(s)",
+                        root.display()
+                    ),
+                    "",
+                )
+            }
+            Err(why) => finding(
+                Level::Fail,
+                format!("oci: the image cache: {why}"),
+                format!(
+                    "fix its owner and mode (0700), or set {}",
+                    crate::oci::CACHE_VARIABLE
+                ),
+            ),
+        });
+    }
     findings
 }
 
@@ -83,6 +131,7 @@ async fn engine(kind: EngineKind, v2: bool) -> Vec<Finding> {
         let package = match kind {
             EngineKind::Docker => "docker.io",
             EngineKind::Podman => "podman runc",
+            EngineKind::Oci => "runc",
         };
         return vec![finding(
             Level::Warn,
@@ -97,7 +146,7 @@ async fn engine(kind: EngineKind, v2: bool) -> Vec<Finding> {
             Vec::new(),
             "{{json .Runtimes}}|{{json .SecurityOptions}}|{{.CgroupVersion}}|{{.SwapLimit}}|{{.MemoryLimit}}|{{.PidsLimit}}",
         ),
-        EngineKind::Podman => (
+        EngineKind::Podman | EngineKind::Oci => (
             vec!["--runtime".into(), "runc".into()],
             "{{.Host.Security.Rootless}}|{{.Host.OCIRuntime.Name}}",
         ),
@@ -110,7 +159,7 @@ async fn engine(kind: EngineKind, v2: bool) -> Vec<Finding> {
                 EngineKind::Docker => {
                     "start the daemon: `dockerd` (or `systemctl start docker`); `cargo xtask setup` does it on Debian"
                 }
-                EngineKind::Podman => {
+                EngineKind::Podman | EngineKind::Oci => {
                     "check `podman --runtime runc info`; on cgroup v1 hosts podman needs runc"
                 }
             },
@@ -121,6 +170,7 @@ async fn engine(kind: EngineKind, v2: bool) -> Vec<Finding> {
     match kind {
         EngineKind::Docker => findings.extend(docker(&fields)),
         EngineKind::Podman => findings.extend(podman(&fields, v2)),
+        EngineKind::Oci => {}
     }
     findings
 }

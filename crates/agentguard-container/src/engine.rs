@@ -20,9 +20,17 @@ pub struct Engine {
 
 impl Engine {
     /// `docker`, `podman`, or a path whose file name is `docker` or `podman` (optionally with
-    /// a suffix such as `docker-20.10`). Anything else is refused: the argv dialect must be
-    /// known, never guessed.
+    /// a suffix such as `docker-20.10`); or `oci`, an OCI runtime called directly (the spec's
+    /// `runtime` names it). Anything else is refused: the argv dialect must be known, never
+    /// guessed.
     pub fn parse(value: &str) -> Result<Engine> {
+        if value == EngineKind::Oci.program_name() {
+            // The program is the OCI runtime, which `runtime` names (runc unless set).
+            return Ok(Engine {
+                kind: EngineKind::Oci,
+                program: PathBuf::from(crate::oci::DEFAULT_RUNTIME),
+            });
+        }
         let file = Path::new(value)
             .file_name()
             .and_then(|f| f.to_str())
@@ -35,7 +43,7 @@ impl Engine {
             return Err(invalid(
                 "engine",
                 value,
-                "expected `docker`, `podman`, or a path to one of them",
+                "expected `docker`, `podman`, a path to one of them, or `oci` (an OCI runtime called directly)",
             ));
         };
         Ok(Engine {

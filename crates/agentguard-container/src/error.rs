@@ -114,6 +114,17 @@ pub enum RunError {
         /// The engine.
         engine: EngineKind,
     },
+    /// `engine = "oci"`: the image could not be taken from its store into the cache (the
+    /// store could not save it, a layer did not match its digest, the unpack failed).
+    #[error(
+        "image {image:?} could not be unpacked for engine = \"oci\": {reason}; nothing was started (`agentguard doctor --config FILE` checks the image, `agentguard gc` clears the cache)"
+    )]
+    ImageCache {
+        /// The image as the config names it.
+        image: String,
+        /// What failed.
+        reason: String,
+    },
     /// The pinned digest or ID does not match the local image.
     #[error("image {image:?} does not match its pin: {reason}")]
     ImagePin {
@@ -267,6 +278,7 @@ impl RunError {
             RunError::Denied(d) => d.reason.code(),
             RunError::MissingImage { .. } => "missing_image",
             RunError::ImagePin { .. } => "image_pin_mismatch",
+            RunError::ImageCache { .. } => "image_unpack_failed",
             RunError::UnknownRuntime { .. } => "unknown_runtime",
             RunError::EngineNotRunning { .. } => "engine_not_running",
             RunError::EngineMissing { .. } => "engine_missing",

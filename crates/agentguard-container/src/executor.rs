@@ -21,6 +21,7 @@ use crate::argv::{EngineCommand, RunIdentity};
 use crate::capture::{OutputMeter, Plan, Stop, capture, copy_held};
 use crate::classify::{classify, engine_failed};
 use crate::error::RunError;
+use crate::kind::EngineKind;
 use crate::process::spawn_command;
 use crate::receipt::Receipt;
 use crate::record::Ran;
@@ -51,6 +52,20 @@ pub enum Streaming {
     Safe,
     /// Copied byte for byte, even to a terminal (`agentguard run --raw`).
     Raw,
+}
+
+/// The engine command of a prepared run; for `engine = "oci"` its bundle is written now and
+/// kept (the guard) until the run ends.
+fn command_of(
+    spec: &ContainerSpec,
+    invocation: &Invocation,
+    identity: &RunIdentity,
+) -> Result<(EngineCommand, Option<crate::oci::Bundle>), RunError> {
+    if spec.engine().kind == EngineKind::Oci {
+        let (command, bundle) = crate::oci::write_bundle(spec, invocation, identity)?;
+        return Ok((command, Some(bundle)));
+    }
+    Ok((spec.run_command(invocation, identity), None))
 }
 
 /// One run as `execute` takes it: the command's effective spec, its name, the engine command
@@ -167,16 +182,18 @@ impl ContainerExecutor {
         };
         let mut receipt = None;
         let (outcome, ran) = match prepared {
-            Ok(identity) => {
-                let command = spec.run_command(invocation, &identity);
-                let run = Run {
-                    spec: &spec,
-                    name: invocation.command(),
-                    command: &command,
-                    identity: &identity,
-                };
-                (self.execute(run, meter, &mut receipt).await, Some(identity))
-            }
+            Ok(identity) => match command_of(&spec, invocation, &identity) {
+                Ok((command, _bundle)) => {
+                    let run = Run {
+                        spec: &spec,
+                        name: invocation.command(),
+                        command: &command,
+                        identity: &identity,
+                    };
+                    (self.execute(run, meter, &mut receipt).await, Some(identity))
+                }
+                Err(error) => (Err(error), None),
+            },
             Err(error) => (Err(error), None),
         };
         match sweeper.await {
@@ -296,8 +313,9 @@ impl ContainerExecutor {
         }
         let exit = self.client_exit(&mut child, &identity.name).await?;
         let exit_code = exit.code();
+        let kind = self.spec.engine().kind;
         if plan.receipt {
-            let (taken, refused) = Receipt::of(&captured, exit_code);
+            let (taken, refused) = Receipt::of(kind, &captured, exit_code);
             *receipt = taken;
             if let Some(error) = refused {
                 return Err(error);
@@ -305,13 +323,19 @@ impl ContainerExecutor {
         }
         // An engine's failure is said once, in agentguard's message; anything else held back
         // from stderr is the command's and is copied now.
-        if captured.stop.is_some() || !engine_failed(exit_code, &captured.stderr) {
+        let failed = engine_failed(
+            kind,
+            exit_code,
+            &captured.stderr,
+            captured.receipt.is_some(),
+        );
+        if captured.stop.is_some() || !failed {
             copy_held(&captured.held_stderr, plan);
         }
         let status = match captured.stop {
             Some(Stop::TimedOut) => RunStatus::TimedOut,
             Some(Stop::OutputLimit) => RunStatus::OutputLimit,
-            None if engine_failed(exit_code, &captured.stderr) => {
+            None if failed => {
                 let stderr = String::from_utf8_lossy(&captured.stderr);
                 return Err(classify(&self.spec, &stderr));
             }
@@ -349,6 +373,9 @@ impl ContainerExecutor {
                 engine: self.spec.engine().kind,
                 why,
             });
+        }
+        if self.spec.engine().kind == EngineKind::Oci {
+            crate::oci::preflight()?;
         }
         crate::image::resolve(&self.spec).await
     }

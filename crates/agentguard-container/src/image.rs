@@ -4,6 +4,7 @@
 
 use crate::classify::classify;
 use crate::error::RunError;
+use crate::kind::EngineKind;
 use crate::process::run_quiet;
 use crate::spec::{ContainerSpec, ImagePin};
 
@@ -12,14 +13,34 @@ use crate::spec::{ContainerSpec, ImagePin};
 /// ID as the engine printed it (Docker `sha256:<id>`, Podman the bare ID), which the run then
 /// names instead of the reference.
 pub(crate) async fn resolve(spec: &ContainerSpec) -> Result<String, RunError> {
+    if spec.engine().kind == EngineKind::Oci {
+        return crate::oci::image::resolve(spec).await;
+    }
+    inspect(spec, &spec.engine_command(&inspect_args(spec.image()))).await
+}
+
+/// The arguments of the engine command that reads an image's ID and repo digests.
+pub(crate) fn inspect_args(image: &str) -> [&str; 5] {
+    [
+        "image",
+        "inspect",
+        "--format",
+        "{{.Id}}|{{json .RepoDigests}}",
+        image,
+    ]
+}
+
+/// The ID `command` (an engine's [`inspect_args`]) reads for the spec's image, its pin
+/// checked.
+pub(crate) async fn inspect(
+    spec: &ContainerSpec,
+    command: &crate::argv::EngineCommand,
+) -> Result<String, RunError> {
     let image = spec.image();
-    let format = "{{.Id}}|{{json .RepoDigests}}";
-    let output = run_quiet(&spec.engine_command(&["image", "inspect", "--format", format, image]))
-        .await
-        .map_err(|source| RunError::Io {
-            action: "inspecting the image",
-            source,
-        })?;
+    let output = run_quiet(command).await.map_err(|source| RunError::Io {
+        action: "inspecting the image",
+        source,
+    })?;
     if !output.status.success() {
         return Err(classify(spec, &String::from_utf8_lossy(&output.stderr)));
     }

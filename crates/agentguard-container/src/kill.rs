@@ -33,8 +33,15 @@ impl ContainerExecutor {
         name: &str,
         reserve: Option<crate::process::Reserve>,
     ) -> tokio::task::JoinHandle<Result<(), String>> {
-        let kill = self.spec().engine_command(&["kill", name]);
-        let remove = self.spec().engine_command(&["rm", "-f", name]);
+        let oci = self.spec().engine().kind == crate::kind::EngineKind::Oci;
+        let (kill, remove) = if oci {
+            crate::oci::kill_commands(self.spec(), name)
+        } else {
+            (
+                self.spec().engine_command(&["kill", name]),
+                self.spec().engine_command(&["rm", "-f", name]),
+            )
+        };
         let name = name.to_owned();
         tokio::spawn(async move {
             drop(reserve);
@@ -51,6 +58,7 @@ impl ContainerExecutor {
                         let lower = said.to_ascii_lowercase();
                         if lower.contains("no such container")
                             || lower.contains("no container with")
+                            || oci && crate::oci::is_gone(&said)
                         {
                             return Ok(());
                         }

@@ -1,4 +1,4 @@
-//! The engine family (Docker or Podman), which decides the argv dialect: at the bottom, so
+//! The engine family (Docker, Podman, or an OCI runtime called directly), which decides the argv dialect: at the bottom, so
 //! errors can name it.
 
 use std::fmt;
@@ -10,6 +10,9 @@ pub enum EngineKind {
     Docker,
     /// The Podman CLI (`podman`).
     Podman,
+    /// No daemon: an OCI runtime (`runc`, `runsc`) called directly with a bundle agentguard
+    /// writes (`engine = "oci"`).
+    Oci,
 }
 
 impl EngineKind {
@@ -18,6 +21,7 @@ impl EngineKind {
         match self {
             EngineKind::Docker => "docker",
             EngineKind::Podman => "podman",
+            EngineKind::Oci => "oci",
         }
     }
 }

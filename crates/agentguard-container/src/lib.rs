@@ -25,6 +25,7 @@ mod image;
 mod kill;
 mod kind;
 mod masks;
+pub mod oci;
 mod paths;
 mod process;
 mod receipt;

@@ -89,6 +89,18 @@ pub(crate) async fn run_quiet(invocation: &EngineCommand) -> std::io::Result<std
     }
 }
 
+/// Runs an engine command with its stdout going to `file` (an image saved from a store),
+/// capturing stderr.
+pub(crate) async fn run_into(
+    invocation: &EngineCommand,
+    file: std::fs::File,
+) -> std::io::Result<std::process::Output> {
+    let mut command = spawn_command(invocation);
+    // `output()` would pipe stdout again: spawn, then wait.
+    command.stdout(Stdio::from(file));
+    command.spawn()?.wait_with_output().await
+}
+
 /// A fresh unique container name and the owner/deadline labels for one run that may last
 /// `timeout`.
 pub(crate) fn identity(timeout: Duration) -> RunIdentity {

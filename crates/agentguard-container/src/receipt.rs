@@ -109,6 +109,7 @@ impl Receipt {
     /// refusal when a check failed or, unless the engine failed before the relay started (its own
     /// error says why), when none came.
     pub(crate) fn of(
+        kind: crate::kind::EngineKind,
         captured: &crate::capture::Captured,
         exit_code: Option<i32>,
     ) -> (Option<Receipt>, Option<crate::error::RunError>) {
@@ -123,7 +124,12 @@ impl Receipt {
             }
             Err(_)
                 if captured.stop.is_none()
-                    && crate::classify::engine_failed(exit_code, &captured.stderr) =>
+                    && crate::classify::engine_failed(
+                        kind,
+                        exit_code,
+                        &captured.stderr,
+                        captured.receipt.is_some(),
+                    ) =>
             {
                 (None, None)
             }

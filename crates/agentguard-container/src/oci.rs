@@ -1,0 +1,190 @@
+//! `engine = "oci"`: a fresh sandbox per call with no daemon, by calling an OCI runtime (runc,
+//! or gVisor's runsc) directly with a bundle agentguard writes.
+//!
+//! A run's image comes from the cache (`cache.rs`, filled once per image ID by `image.rs`
+//! from the local Docker or Podman store); its `config.json` is a typed value built from the
+//! spec (`config.rs`) with every default agentguard proves for Docker, and the default seccomp
+//! filter (`seccomp.rs`). The bundle lives in a private folder under [`STATE_ROOT`] for the
+//! run's length; the runtime keeps its state beside it, which is how `gc` finds what a killed
+//! run left (`sweep.rs`). The runtime's stdout and stderr are the command's, so capture, caps,
+//! timeouts and the receipt work as for the other engines; a kill goes through the runtime
+//! (`kill ID KILL`, then `delete --force ID`).
+
+pub(crate) mod cache;
+pub(crate) mod config;
+pub(crate) mod image;
+pub(crate) mod seccomp;
+pub(crate) mod sweep;
+pub(crate) mod unpack;
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use agentguard_policy::Invocation;
+
+use crate::argv::{EngineCommand, RunIdentity};
+use crate::error::{Error, Result, RunError, invalid};
+use crate::kind::EngineKind;
+use crate::spec::ContainerSpec;
+use crate::values::Runtime;
+
+pub use cache::{CACHE_VARIABLE, DEFAULT_CACHE, cache_root};
+pub use config::{BundleInput, MASKED_PATHS, READONLY_PATHS};
+
+/// The runtime `engine = "oci"` calls unless `runtime` names another.
+pub const DEFAULT_RUNTIME: &str = "runc";
+/// Where each runtime keeps its state and agentguard its bundles: `STATE_ROOT/<runtime>/`.
+pub const STATE_ROOT: &str = "/run/agentguard/oci";
+
+/// Settles an `engine = "oci"` spec at build: the runtime (runc unless set) is the program
+/// every command of the spec runs. A runtime given as a path is refused for Docker, which
+/// only takes registered names.
+pub(crate) fn settle(spec: &mut ContainerSpec) -> Result<()> {
+    match spec.engine.kind {
+        EngineKind::Oci => {
+            let runtime = match spec.runtime.take() {
+                Some(runtime) => runtime,
+                None => Runtime::parse(DEFAULT_RUNTIME)?,
+            };
+            spec.engine.program = PathBuf::from(runtime.as_str());
+            spec.runtime = Some(runtime);
+            Ok(())
+        }
+        EngineKind::Docker if spec.runtime.as_ref().is_some_and(Runtime::is_path) => Err(invalid(
+            "runtime",
+            spec.runtime.as_ref().map_or("", |r| r.as_str()),
+            "Docker takes a registered runtime name, not a path: register it in /etc/docker/daemon.json, or use engine = \"oci\"",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The folder of one runtime's state and bundles.
+pub(crate) fn runtime_root(spec: &ContainerSpec) -> PathBuf {
+    root_of(&spec.engine)
+}
+
+/// The folder of the state and bundles of the runtime `engine` calls.
+pub fn root_of(engine: &crate::engine::Engine) -> PathBuf {
+    let name = engine
+        .program
+        .file_name()
+        .map_or_else(|| DEFAULT_RUNTIME.into(), |n| n.to_string_lossy());
+    Path::new(STATE_ROOT).join(name.as_ref())
+}
+
+/// The runtime's global flags: its state folder, and for gVisor no network but loopback, the
+/// mounted proxy socket usable, and the OCI seccomp filter applied inside the sandbox.
+pub(crate) fn global_args(spec: &ContainerSpec) -> Vec<String> {
+    let state = runtime_root(spec).join("state");
+    let mut args = vec!["--root".to_owned(), state.to_string_lossy().into_owned()];
+    if spec.runtime.as_ref().is_some_and(Runtime::is_gvisor) {
+        args.extend(["--network=none", "--host-uds=open", "--oci-seccomp"].map(str::to_owned));
+    }
+    args
+}
+
+/// The bundle folder of the run named `name`.
+pub(crate) fn bundle_dir(spec: &ContainerSpec, name: &str) -> PathBuf {
+    runtime_root(spec).join("bundles").join(name)
+}
+
+/// The runtime command that runs the bundle of `identity` in the foreground.
+pub(crate) fn run_command(spec: &ContainerSpec, identity: &RunIdentity) -> EngineCommand {
+    let bundle = bundle_dir(spec, &identity.name);
+    spec.engine_command(&["run", "--bundle", &bundle.to_string_lossy(), &identity.name])
+}
+
+/// The kill of a run's container, then its removal.
+pub(crate) fn kill_commands(spec: &ContainerSpec, name: &str) -> (EngineCommand, EngineCommand) {
+    (
+        spec.engine_command(&["kill", name, "KILL"]),
+        spec.engine_command(&["delete", "--force", name]),
+    )
+}
+
+/// True when a runtime's error says the container is not there (already gone).
+pub(crate) fn is_gone(stderr: &str) -> bool {
+    let lower = stderr.to_ascii_lowercase();
+    lower.contains("does not exist")
+        || lower.contains("not found")
+        || lower.contains("no such file")
+}
+
+/// A run's bundle folder, removed when the run ends.
+#[derive(Debug)]
+pub struct Bundle(PathBuf);
+
+impl Drop for Bundle {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What must hold before an `engine = "oci"` run: root (the runtime would otherwise need a
+/// user namespace, where cgroup v1 applies no limit).
+pub(crate) fn preflight() -> std::result::Result<(), RunError> {
+    let euid = crate::values::own_ids().map_or(u32::MAX, |(uid, _)| uid);
+    if euid == 0 {
+        return Ok(());
+    }
+    Err(RunError::Engine {
+        engine: EngineKind::Oci,
+        message: format!(
+            "engine = \"oci\" runs the OCI runtime as root, and this process is uid {euid}: a rootless runtime would need a user namespace and delegated cgroups to apply the memory, cpus and pids limits. Run agentguard as root, or use engine = \"podman\" (rootless, where the host allows its limits)"
+        ),
+    })
+}
+
+/// Writes the bundle of a checked run (the image already in the cache under
+/// `identity.image_id`) and returns the runtime command with the folder's guard.
+pub(crate) fn write_bundle(
+    spec: &ContainerSpec,
+    invocation: &Invocation,
+    identity: &RunIdentity,
+) -> std::result::Result<(EngineCommand, Bundle), RunError> {
+    let engine_error = |message: String| RunError::Engine {
+        engine: EngineKind::Oci,
+        message,
+    };
+    let id = identity.image_id.as_deref().unwrap_or_default();
+    let entry = image::entry(id).ok_or_else(|| RunError::ImageCache {
+        image: spec.image().to_owned(),
+        reason: format!("the cache has no entry for {id}"),
+    })?;
+    let filter = default_seccomp()
+        .as_ref()
+        .map_err(|e| engine_error(e.clone()))?;
+    let rootfs = entry.rootfs();
+    let input = BundleInput {
+        rootfs: &rootfs,
+        image_env: &entry.env,
+        cgroup: format!("/agentguard/{}", identity.name),
+        seccomp: filter.clone(),
+    };
+    let config = spec
+        .oci_config(invocation, identity, &input)
+        .map_err(|e: Error| engine_error(e.to_string()))?;
+    let dir = bundle_dir(spec, &identity.name);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| engine_error(format!("making the bundle {}: {e}", dir.display())))?;
+    let bundle = Bundle(dir.clone());
+    let text = serde_json::to_vec(&config).map_err(|e| engine_error(e.to_string()))?;
+    std::fs::write(dir.join("config.json"), text)
+        .map_err(|e| engine_error(format!("writing {}/config.json: {e}", dir.display())))?;
+    Ok((run_command(spec, identity), bundle))
+}
+
+/// The default seccomp filter for this kernel, reduced once per process.
+fn default_seccomp() -> &'static std::result::Result<oci_spec::runtime::LinuxSeccomp, String> {
+    static FILTER: OnceLock<std::result::Result<oci_spec::runtime::LinuxSeccomp, String>> =
+        OnceLock::new();
+    FILTER.get_or_init(|| {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        seccomp::default_filter(release.trim())
+    })
+}
