@@ -44,7 +44,7 @@ pub(crate) fn run() -> Result<()> {
     // The fuzz build (sanitizers, nightly) is used by nothing after it: give its disk back.
     cmd::remove_dir(&cmd::root().join("fuzz/target"))?;
     cmd::disk_report();
-    e2e::run(&["--require".to_owned(), "docker,podman,runsc".to_owned()])?;
+    e2e::run(&["--require".to_owned(), "docker,podman,oci,runsc".to_owned()])?;
     cmd::disk_report();
     // The Python package: one abi3 wheel, its tests on CPython 3.9 and 3.13 (docker+runsc).
     python::run()?;

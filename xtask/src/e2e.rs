@@ -39,6 +39,11 @@ impl Combo {
             (EngineKind::Docker, true) => engines.docker_runsc,
             (EngineKind::Podman, false) => engines.podman,
             (EngineKind::Podman, true) => engines.podman_runsc,
+            // The runtime called directly; the images come from Docker's store.
+            (EngineKind::Oci, gvisor) => {
+                engines.docker
+                    && agentguard_container::on_path(if gvisor { "runsc" } else { "runc" })
+            }
         }
     }
 
@@ -48,7 +53,7 @@ impl Combo {
     }
 }
 
-const COMBOS: [Combo; 4] = [
+const COMBOS: [Combo; 6] = [
     Combo {
         engine: EngineKind::Docker,
         runtime: None,
@@ -63,6 +68,14 @@ const COMBOS: [Combo; 4] = [
     },
     Combo {
         engine: EngineKind::Podman,
+        runtime: Some("runsc"),
+    },
+    Combo {
+        engine: EngineKind::Oci,
+        runtime: Some("runc"),
+    },
+    Combo {
+        engine: EngineKind::Oci,
         runtime: Some("runsc"),
     },
 ];
@@ -80,9 +93,9 @@ fn parse_require(args: &[String]) -> Result<Vec<String>> {
             None => bail!("unknown e2e argument {arg:?}; expected --require docker,podman,runsc"),
         };
         for word in list.split(',').filter(|w| !w.is_empty()) {
-            if !["docker", "podman", "runsc"].contains(&word) {
+            if !["docker", "podman", "oci", "runsc"].contains(&word) {
                 bail!(
-                    "--require: unknown engine or runtime {word:?}; expected docker, podman or runsc"
+                    "--require: unknown engine or runtime {word:?}; expected docker, podman, oci or runsc"
                 );
             }
             require.push(word.to_owned());
@@ -146,8 +159,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 /// passed (tests plus leftover checks).
 fn test_combo(combo: Combo, binary: &std::path::Path) -> Result<usize> {
     let engine = combo.engine.program_name();
-    image::ensure_probe_image(engine)?;
-    image::ensure_pytest_image(engine)?;
+    // engine = "oci" takes its images from Docker's store.
+    let store = match combo.engine {
+        EngineKind::Oci => "docker",
+        _ => engine,
+    };
+    image::ensure_probe_image(store)?;
+    image::ensure_pytest_image(store)?;
     let runs = runs_dir()?;
     let mut command = Command::new("cargo");
     command
@@ -199,6 +217,31 @@ fn test_combo(combo: Combo, binary: &std::path::Path) -> Result<usize> {
     Ok(tests.saturating_sub(2) + inside + egress + leftovers(combo, &runs)?)
 }
 
+/// engine = "oci": no container in the runtime's state folder, no bundle folder.
+fn oci_leftovers(combo: Combo) -> Result<()> {
+    let runtime = combo.runtime.unwrap_or("runc");
+    let root = std::path::Path::new(agentguard_container::oci::STATE_ROOT).join(runtime);
+    let state = root.join("state");
+    let listed = cmd::output(runtime, &["--root", &state.to_string_lossy(), "list", "-q"])?;
+    if !cmd::stdout_text(&listed).is_empty() {
+        bail!(
+            "{runtime} containers left behind: {}",
+            cmd::stdout_text(&listed)
+        );
+    }
+    let bundles: Vec<String> = std::fs::read_dir(root.join("bundles"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !bundles.is_empty() {
+        bail!("bundles left behind under {}: {bundles:?}", root.display());
+    }
+    Ok(())
+}
+
 /// `target/e2e/runs`, created private (mode 0700) as run folders require.
 fn runs_dir() -> Result<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt;
@@ -223,10 +266,14 @@ fn passed_count(text: &str) -> Option<usize> {
 /// leave one running while the engine lists nothing).
 fn leftovers(combo: Combo, runs: &std::path::Path) -> Result<usize> {
     let engine = combo.engine.program_name();
-    let filter = format!("label={LABEL_OWNER}");
-    let left = cmd::output(engine, &["ps", "-a", "-q", "--filter", &filter])?;
-    if !cmd::stdout_text(&left).is_empty() {
-        bail!("containers left behind: {}", cmd::stdout_text(&left));
+    if combo.engine == EngineKind::Oci {
+        oci_leftovers(combo)?;
+    } else {
+        let filter = format!("label={LABEL_OWNER}");
+        let left = cmd::output(engine, &["ps", "-a", "-q", "--filter", &filter])?;
+        if !cmd::stdout_text(&left).is_empty() {
+            bail!("containers left behind: {}", cmd::stdout_text(&left));
+        }
     }
     let folders: Vec<String> = std::fs::read_dir(runs)?
         .flatten()

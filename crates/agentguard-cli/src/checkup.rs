@@ -40,13 +40,42 @@ pub(crate) async fn config(path: &Path, config: &RunConfig) -> Vec<Finding> {
             fix: "fix the image first, then run doctor again".into(),
         });
     } else {
-        findings.push(doctor::trial_run(&config.spec).await);
-        findings.extend(checkup::programs(&config.spec).await);
+        // engine = "oci" runs the relay as each sandbox's init: these runs take it too.
+        let relay = match config.spec.engine().kind {
+            agentguard_container::EngineKind::Oci => match relay_copy() {
+                Ok(copy) => Some(copy),
+                Err(e) => {
+                    findings.push(Finding {
+                        level: Level::Fail,
+                        what: format!("the relay could not be copied for the trial runs: {e:#}"),
+                        fix: "check the runs folder (AGENTGUARD_RUN_DIR) and the relay".into(),
+                    });
+                    return findings;
+                }
+            },
+            _ => None,
+        };
+        let program = relay.as_ref().map(|(_, path)| path.as_path());
+        findings.push(doctor::trial_run(&config.spec, program).await);
+        findings.extend(checkup::programs(&config.spec, program).await);
     }
     findings.extend(egress_names(config).await);
     findings.extend(secrets(config.commands.routes()));
     findings.extend(checkup::paths(&config.spec));
     findings
+}
+
+/// The relay, copied into a private folder of its own for doctor's runs (removed on drop).
+fn relay_copy() -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf)> {
+    let dir = tempfile::Builder::new()
+        .prefix("agentguard-doctor-")
+        .tempdir()?;
+    let program = match std::env::var_os(config::RELAY_ENV).filter(|p| !p.is_empty()) {
+        Some(path) => agentguard_sandbox::relay::RelayProgram::from_file(Path::new(&path))?,
+        None => agentguard_sandbox::relay::RelayProgram::embedded()?,
+    };
+    let path = program.install(&dir.path().join("relay"))?;
+    Ok((dir, path))
 }
 
 fn ok(what: String) -> Finding {

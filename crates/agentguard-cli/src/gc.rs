@@ -32,19 +32,26 @@ pub(crate) fn run(args: &GcArgs) -> anyhow::Result<u8> {
     };
     let mut lines = crate::signal::runtime()?.block_on(async {
         let mut lines = Vec::new();
-        for engine in &engines {
-            match gc::sweep(engine, &[], args.dry_run).await {
-                Ok(stale) if stale.is_empty() => {
-                    lines.push(format!("{}: nothing to remove", engine.kind))
-                }
+        let mut targets: Vec<(Engine, Vec<String>, String)> = engines
+            .iter()
+            .map(|e| (e.clone(), Vec::new(), e.kind.to_string()))
+            .collect();
+        // engine = "oci": each runtime that has a state folder (`oci (runc)`).
+        for (engine, global) in agentguard_container::oci::swept_runtimes() {
+            let label = format!("oci ({})", engine.program.display());
+            targets.push((engine, global, label));
+        }
+        for (engine, global, label) in &targets {
+            match gc::sweep(engine, global, args.dry_run).await {
+                Ok(stale) if stale.is_empty() => lines.push(format!("{label}: nothing to remove")),
                 Ok(stale) => {
                     lines.extend(
                         stale
                             .into_iter()
-                            .map(|s| format!("{}: {verb} {} ({})", engine.kind, s.name, s.why)),
+                            .map(|s| format!("{label}: {verb} {} ({})", s.name, s.why)),
                     );
                 }
-                Err(e) => lines.push(format!("{}: cannot list containers: {e}", engine.kind)),
+                Err(e) => lines.push(format!("{label}: cannot list containers: {e}")),
             }
         }
         lines

@@ -60,7 +60,9 @@ pub async fn image(spec: &ContainerSpec) -> Finding {
 
 /// Each command's program (argv[0]) looked up inside the image as the command's own user
 /// with its own environment: one finding per command.
-pub async fn programs(spec: &ContainerSpec) -> Vec<Finding> {
+/// With `receipt` (the relay program), each lookup runs with it as its init (as
+/// [`crate::doctor::trial_run`]).
+pub async fn programs(spec: &ContainerSpec, receipt: Option<&std::path::Path>) -> Vec<Finding> {
     let mut seen: BTreeMap<LookupKey, Looked> = BTreeMap::new();
     let mut findings = Vec::new();
     let names: Vec<String> = spec.commands().names().map(str::to_owned).collect();
@@ -91,7 +93,7 @@ pub async fn programs(spec: &ContainerSpec) -> Vec<Finding> {
         let (level, what, fix) = match seen.get(&key) {
             Some(found) => found.clone(),
             None => {
-                let found = lookup(&own, &program, user).await;
+                let found = lookup(&own, &program, user, receipt).await;
                 seen.insert(key, found.clone());
                 found
             }
@@ -107,7 +109,12 @@ type LookupKey = (String, (u32, u32), BTreeMap<String, String>);
 type Looked = (Level, String, String);
 
 /// Runs [`LOOKUP`] for `program` in a hardened container of `own`'s image and values.
-async fn lookup(own: &ContainerSpec, program: &str, user: UserIds) -> Looked {
+async fn lookup(
+    own: &ContainerSpec,
+    program: &str,
+    user: UserIds,
+    receipt: Option<&std::path::Path>,
+) -> Looked {
     let image = own.image();
     let mut probe = own.clone();
     probe.workspace_mode = WorkspaceMode::ReadOnly;
@@ -128,7 +135,10 @@ async fn lookup(own: &ContainerSpec, program: &str, user: UserIds) -> Looked {
             );
         }
     };
-    let executor = crate::ContainerExecutor::new(probe);
+    let mut executor = crate::ContainerExecutor::new(probe);
+    if let Some(program) = receipt {
+        executor = executor.with_receipt(program);
+    }
     let outcome = match executor.invoke("doctor-program", &[]) {
         Ok(invocation) => executor.run(&invocation).await,
         Err(e) => Err(e),

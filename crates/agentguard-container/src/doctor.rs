@@ -243,7 +243,10 @@ fn podman(fields: &[&str], v2: bool) -> Vec<Finding> {
 
 /// A trivial hardened run (`true`, every default on) of the image, engine and runtime that
 /// `spec` names: proves that this engine can actually apply the hardening to that image.
-pub async fn trial_run(spec: &crate::ContainerSpec) -> Finding {
+///
+/// With `receipt` (the relay program on the host), the run takes the isolation receipt with
+/// it as its init, as every real run does; `engine = "oci"` needs it.
+pub async fn trial_run(spec: &crate::ContainerSpec, receipt: Option<&Path>) -> Finding {
     let mut builder = crate::ContainerSpec::builder(spec.image())
         .engine(spec.engine().clone())
         .command("doctor-true", ["true"])
@@ -269,7 +272,10 @@ pub async fn trial_run(spec: &crate::ContainerSpec) -> Finding {
             );
         }
     };
-    let executor = crate::ContainerExecutor::new(probe);
+    let mut executor = crate::ContainerExecutor::new(probe);
+    if let Some(program) = receipt {
+        executor = executor.with_receipt(program);
+    }
     let outcome = match executor.invoke("doctor-true", &[]) {
         Ok(invocation) => executor.run(&invocation).await,
         Err(e) => Err(e),

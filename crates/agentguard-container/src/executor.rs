@@ -39,6 +39,7 @@ pub struct ContainerExecutor {
     streaming: Streaming,
     drain_grace: Duration,
     config_sha256: Option<String>,
+    receipt: Option<std::path::PathBuf>,
 }
 
 /// Whether a run's output is copied to this process's stdout and stderr as it arrives.
@@ -86,6 +87,7 @@ impl ContainerExecutor {
             streaming: Streaming::Off,
             drain_grace: DEFAULT_DRAIN_GRACE,
             config_sha256: None,
+            receipt: None,
         }
     }
 
@@ -120,9 +122,22 @@ impl ContainerExecutor {
         &self.spec
     }
 
-    /// A fresh unique name and the owner/deadline labels for one run.
+    /// Every run of [`ContainerExecutor::identity`] takes the isolation receipt with the relay
+    /// program at `program` (a static executable on the host, mounted read-only), which is
+    /// then the container's init. `engine = "oci"` needs it; `agentguard_sandbox::Sandbox`
+    /// gives each run its own copy.
+    pub fn with_receipt(mut self, program: impl Into<std::path::PathBuf>) -> ContainerExecutor {
+        self.receipt = Some(program.into());
+        self
+    }
+
+    /// A fresh unique name and the owner/deadline labels for one run (and the receipt
+    /// program, when one was given).
     pub fn identity(&self) -> RunIdentity {
-        crate::process::identity(self.spec.longest_timeout())
+        RunIdentity {
+            receipt: self.receipt.clone(),
+            ..crate::process::identity(self.spec.longest_timeout())
+        }
     }
 
     /// The allowlisted command `name` with `args` checked ([`ContainerSpec::invoke`]); a

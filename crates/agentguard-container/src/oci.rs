@@ -74,6 +74,31 @@ pub fn root_of(engine: &crate::engine::Engine) -> PathBuf {
     Path::new(STATE_ROOT).join(name.as_ref())
 }
 
+/// The runtimes whose state folder exists under [`STATE_ROOT`] (what `gc` sweeps), each as
+/// the engine that calls it and its global flags.
+pub fn swept_runtimes() -> Vec<(crate::engine::Engine, Vec<String>)> {
+    let Ok(listed) = std::fs::read_dir(STATE_ROOT) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in listed.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Ok(runtime) = Runtime::parse(&name) else {
+            continue;
+        };
+        let engine = crate::engine::Engine {
+            kind: EngineKind::Oci,
+            program: PathBuf::from(runtime.as_str()),
+        };
+        let mut spec = ContainerSpec::hardened(String::new());
+        spec.engine = engine.clone();
+        spec.runtime = Some(runtime);
+        found.push((engine, global_args(&spec)));
+    }
+    found.sort_by(|a, b| a.0.program.cmp(&b.0.program));
+    found
+}
+
 /// The runtime's global flags: its state folder, and for gVisor no network but loopback, the
 /// mounted proxy socket usable, and the OCI seccomp filter applied inside the sandbox.
 pub(crate) fn global_args(spec: &ContainerSpec) -> Vec<String> {

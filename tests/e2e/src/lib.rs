@@ -14,13 +14,15 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use agentguard_container::{ContainerSpec, ContainerSpecBuilder, Engine, EngineKind, RunResult};
+use agentguard_container::{
+    ContainerExecutor, ContainerSpec, ContainerSpecBuilder, Engine, EngineKind, RunResult,
+};
 use anyhow::{Context, Result, bail};
 
 /// The probe, run with `sh -c` inside the container.
 pub const PROBE: &str = include_str!("../probe.sh");
 
-/// The engine to test: `docker` or `podman`.
+/// The engine to test: `docker`, `podman` or `oci`.
 pub const ENV_ENGINE: &str = "AGENTGUARD_E2E_ENGINE";
 /// The OCI runtime (`runc`, `runsc`); unset means the engine's default.
 pub const ENV_RUNTIME: &str = "AGENTGUARD_E2E_RUNTIME";
@@ -63,7 +65,8 @@ impl Combo {
         let engine = match engine.to_str() {
             Some("docker") => EngineKind::Docker,
             Some("podman") => EngineKind::Podman,
-            other => bail!("{ENV_ENGINE}={other:?}: expected docker or podman"),
+            Some("oci") => EngineKind::Oci,
+            other => bail!("{ENV_ENGINE}={other:?}: expected docker, podman or oci"),
         };
         // Podman with runsc leaves an empty `oom` file in its working folder when a container
         // is OOM-killed: run the engines from target/e2e, never from the source tree.
@@ -102,13 +105,86 @@ impl Combo {
         self.engine.program_name()
     }
 
+    /// The engine whose image store holds the images: the engine, or for `engine = "oci"`
+    /// Docker (whose store xtask fills and the runtime's cache is taken from).
+    pub fn store(&self) -> &'static str {
+        match self.engine {
+            EngineKind::Oci => "docker",
+            _ => self.program(),
+        }
+    }
+
     /// A spec builder for this engine and runtime with `image`.
     pub fn builder(&self, image: &str) -> ContainerSpecBuilder {
-        let builder = ContainerSpec::builder(image).engine(Engine::of_kind(self.engine));
+        let engine = Engine::parse(self.engine.program_name()).expect("a known engine");
+        let builder = ContainerSpec::builder(image).engine(engine);
         match &self.runtime {
             Some(runtime) => builder.runtime(runtime),
             None => builder,
         }
+    }
+
+    /// An executor of `spec`; for `engine = "oci"` every run takes the receipt with the relay
+    /// (its init), installed once per test process.
+    pub fn executor(&self, spec: ContainerSpec) -> Result<ContainerExecutor> {
+        let executor = ContainerExecutor::new(spec);
+        if self.engine != EngineKind::Oci {
+            return Ok(executor);
+        }
+        let dir = workspace_root().join(format!("target/e2e/relay-{}", std::process::id()));
+        fs::create_dir_all(&dir)?;
+        let path = dir.join("relay");
+        if !path.exists() {
+            agentguard_sandbox::relay::RelayProgram::embedded()?.install(&path)?;
+        }
+        Ok(executor.with_receipt(path))
+    }
+
+    /// The containers (names or IDs) that agentguard process `owner` started and that still
+    /// exist, one per line; empty when none.
+    pub fn containers_of(&self, owner: u32) -> Result<String> {
+        if self.engine != EngineKind::Oci {
+            let filter = format!("label={}={owner}", agentguard_container::LABEL_OWNER);
+            return Ok(stdout_text(&output(
+                self.program(),
+                &["ps", "-a", "-q", "--filter", &filter],
+            )?));
+        }
+        let mut names = Vec::new();
+        for bundle in fs::read_dir(self.oci_root().join("bundles"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let config = fs::read_to_string(bundle.path().join("config.json")).unwrap_or_default();
+            let config: serde_json::Value = serde_json::from_str(&config).unwrap_or_default();
+            if config["annotations"][agentguard_container::LABEL_OWNER] == owner.to_string() {
+                names.push(bundle.file_name().to_string_lossy().into_owned());
+            }
+        }
+        Ok(names.join("\n"))
+    }
+
+    /// True while the container `id` (as [`Combo::containers_of`] names it) exists.
+    pub fn container_exists(&self, id: &str) -> Result<bool> {
+        if self.engine != EngineKind::Oci {
+            let filter = format!("id={id}");
+            return Ok(!stdout_text(&output(
+                self.program(),
+                &["ps", "-a", "-q", "--filter", &filter],
+            )?)
+            .is_empty());
+        }
+        let state = self.oci_root().join("state");
+        let runtime = self.runtime.as_deref().unwrap_or("runc");
+        let known = output(runtime, &["--root", &state.to_string_lossy(), "state", id])?;
+        Ok(known.status.success() || self.oci_root().join("bundles").join(id).exists())
+    }
+
+    /// engine = "oci": the runtime's folder of state and bundles.
+    fn oci_root(&self) -> PathBuf {
+        Path::new(agentguard_container::oci::STATE_ROOT)
+            .join(self.runtime.as_deref().unwrap_or("runc"))
     }
 
     /// The `runtime = "..."` line of a config file, or nothing.

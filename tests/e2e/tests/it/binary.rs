@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use agentguard_container::LABEL_OWNER;
 use agentguard_e2e::{Combo, Folder, output, stdout_text};
 use anyhow::{Context, Result, bail, ensure};
 
@@ -36,10 +35,9 @@ fn spawn_run(combo: &Combo, config: &PathBuf, name: &str) -> Result<Child> {
 }
 
 /// Waits (bounded) until a container owned by `pid` exists; returns its ID.
-fn wait_for_container(engine: &str, pid: u32) -> Result<String> {
-    let filter = format!("label={LABEL_OWNER}={pid}");
+fn wait_for_container(combo: &Combo, pid: u32) -> Result<String> {
     for _ in 0..200 {
-        let id = stdout_text(&output(engine, &["ps", "-q", "--filter", &filter])?);
+        let id = combo.containers_of(pid)?;
         if !id.is_empty() {
             return Ok(id);
         }
@@ -48,9 +46,8 @@ fn wait_for_container(engine: &str, pid: u32) -> Result<String> {
     bail!("no container owned by pid {pid} appeared within 20 s")
 }
 
-fn container_exists(engine: &str, id: &str) -> Result<bool> {
-    let filter = format!("id={id}");
-    Ok(!stdout_text(&output(engine, &["ps", "-a", "-q", "--filter", &filter])?).is_empty())
+fn container_exists(combo: &Combo, id: &str) -> Result<bool> {
+    combo.container_exists(id)
 }
 
 #[test]
@@ -108,10 +105,10 @@ fn sigterm_of_agentguard_run_kills_and_removes_its_container() -> Result<()> {
     let dir = Folder::new(&combo.unique("sigterm"), (0, 0))?;
     let config = crash_config(&combo, &dir, "agentguard.toml", &combo.probe_image)?;
     let mut child = spawn_run(&combo, &config, "sleepy")?;
-    let id = wait_for_container(combo.program(), child.id())?;
+    let id = wait_for_container(&combo, child.id())?;
     output("kill", &["-TERM", &child.id().to_string()])?;
     let status = child.wait()?;
-    let gone = !container_exists(combo.program(), &id)?;
+    let gone = !container_exists(&combo, &id)?;
     ensure!(
         status.code() == Some(143) && gone,
         "exit {status}, container gone: {gone}"
@@ -125,12 +122,12 @@ fn after_a_sigkill_the_container_survives_and_gc_removes_it() -> Result<()> {
     let dir = Folder::new(&combo.unique("sigkill"), (0, 0))?;
     let config = crash_config(&combo, &dir, "agentguard.toml", &combo.probe_image)?;
     let mut child = spawn_run(&combo, &config, "sleepy")?;
-    let id = wait_for_container(combo.program(), child.id())?;
+    let id = wait_for_container(&combo, child.id())?;
     child.kill()?;
     child.wait()?;
-    let survived = container_exists(combo.program(), &id)?;
+    let survived = container_exists(&combo, &id)?;
     let gc = Command::new(&combo.binary).arg("gc").output()?;
-    let removed = !container_exists(combo.program(), &id)?;
+    let removed = !container_exists(&combo, &id)?;
     ensure!(
         survived && removed && gc.status.success(),
         "survived: {survived}, removed: {removed}, gc said: {}",
@@ -200,7 +197,7 @@ fn an_image_pinned_by_id_runs_and_a_wrong_id_is_an_engine_error() -> Result<()> 
     let combo = combo_or_skip!("an_image_pinned_by_id_runs_and_a_wrong_id_is_an_engine_error");
     let dir = Folder::new(&combo.unique("pins"), (0, 0))?;
     let image_id = stdout_text(&output(
-        combo.program(),
+        combo.store(),
         &[
             "image",
             "inspect",
@@ -253,7 +250,7 @@ fn the_recorded_image_id_is_the_engines() -> Result<()> {
         String::from_utf8_lossy(&run.stderr)
     );
     let inspected = stdout_text(&output(
-        combo.program(),
+        combo.store(),
         &[
             "image",
             "inspect",

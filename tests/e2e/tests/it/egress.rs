@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use agentguard_container::LABEL_OWNER;
 use agentguard_e2e::{Combo, Folder, output, stdout_text, workspace_root};
 use agentguard_test_support::index::{WHEEL_NAME, WHEEL_SCRIPT, index_files};
 use agentguard_test_support::{FakeDns, TestCa, TlsUpstream};
@@ -378,21 +377,17 @@ fn lifecycle_config(world: &World, timeout: u64) -> Result<PathBuf> {
     )
 }
 
-fn containers_of(engine: &str, pid: u32) -> Result<String> {
-    let filter = format!("label={LABEL_OWNER}={pid}");
-    Ok(stdout_text(&output(
-        engine,
-        &["ps", "-a", "-q", "--filter", &filter],
-    )?))
+fn containers_of(combo: &Combo, pid: u32) -> Result<String> {
+    combo.containers_of(pid)
 }
 
 /// Waits (bounded) until the run folder of the run `pid` exists and its container runs.
-fn wait_for_run(engine: &str, pid: u32) -> Result<()> {
+fn wait_for_run(combo: &Combo, pid: u32) -> Result<()> {
     for _ in 0..300 {
         let folder = runs_left()
             .iter()
             .any(|n| n.starts_with(&format!("agentguard-{pid}-")));
-        if folder && !containers_of(engine, pid)?.is_empty() {
+        if folder && !containers_of(combo, pid)?.is_empty() {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -400,10 +395,10 @@ fn wait_for_run(engine: &str, pid: u32) -> Result<()> {
     bail!("the run of pid {pid} did not start within 30 s")
 }
 
-fn nothing_left(engine: &str, pid: u32, after: &str) -> Result<()> {
+fn nothing_left(combo: &Combo, pid: u32, after: &str) -> Result<()> {
     let (mut containers, mut relays) = (String::new(), String::new());
     for _ in 0..50 {
-        containers = containers_of(engine, pid)?;
+        containers = containers_of(combo, pid)?;
         relays = relays_running()?;
         if containers.is_empty() && relays.is_empty() {
             break;
@@ -424,7 +419,6 @@ fn a_timeout_a_flood_and_sigterm_leave_no_proxy_socket_relay_or_container() -> R
         combo_or_skip!("a_timeout_a_flood_and_sigterm_leave_no_proxy_socket_relay_or_container");
     let runtime = tokio::runtime::Runtime::new()?;
     let world = runtime.block_on(World::start(combo.clone(), "lifecycle"))?;
-    let engine = combo.program();
     let short = lifecycle_config(&world, 5)?;
     for (name, code, after) in [("sleepy", 124, "a timeout"), ("flood", 122, "a flood")] {
         let mut child = Command::new(&combo.binary)
@@ -440,7 +434,7 @@ fn a_timeout_a_flood_and_sigterm_leave_no_proxy_socket_relay_or_container() -> R
             status.code() == Some(code),
             "{name}: exit {status}, want {code}"
         );
-        nothing_left(engine, pid, after)?;
+        nothing_left(&combo, pid, after)?;
     }
     let long = lifecycle_config(&world, 120)?;
     let mut child = Command::new(&combo.binary)
@@ -450,11 +444,11 @@ fn a_timeout_a_flood_and_sigterm_leave_no_proxy_socket_relay_or_container() -> R
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;
-    wait_for_run(engine, child.id())?;
+    wait_for_run(&combo, child.id())?;
     output("kill", &["-TERM", &child.id().to_string()])?;
     let status = child.wait()?;
     ensure!(status.code() == Some(143), "SIGTERM: exit {status}");
-    nothing_left(engine, child.id(), "SIGTERM")?;
+    nothing_left(&combo, child.id(), "SIGTERM")?;
     Ok(())
 }
 
@@ -463,7 +457,6 @@ fn after_a_sigkill_gc_removes_the_container_and_the_run_folder() -> Result<()> {
     let combo = combo_or_skip!("after_a_sigkill_gc_removes_the_container_and_the_run_folder");
     let runtime = tokio::runtime::Runtime::new()?;
     let world = runtime.block_on(World::start(combo.clone(), "egress-sigkill"))?;
-    let engine = combo.program();
     let config = lifecycle_config(&world, 120)?;
     let mut child = Command::new(&combo.binary)
         .args(["run", "--config"])
@@ -473,7 +466,7 @@ fn after_a_sigkill_gc_removes_the_container_and_the_run_folder() -> Result<()> {
         .stderr(Stdio::null())
         .spawn()?;
     let pid = child.id();
-    wait_for_run(engine, pid)?;
+    wait_for_run(&combo, pid)?;
     // Killed once the command itself runs (its first line), past the isolation receipt,
     // which needs agentguard's proxy and so does not outlive agentguard.
     let mut started = String::new();
@@ -483,13 +476,13 @@ fn after_a_sigkill_gc_removes_the_container_and_the_run_folder() -> Result<()> {
     ensure!(started == "started\n", "the command said {started:?}");
     child.kill()?;
     child.wait()?;
-    let survived = !containers_of(engine, pid)?.is_empty() && !runs_left().is_empty();
+    let survived = !containers_of(&combo, pid)?.is_empty() && !runs_left().is_empty();
     let gc = Command::new(&combo.binary).arg("gc").output()?;
     let said = String::from_utf8_lossy(&gc.stdout).into_owned();
     ensure!(
         survived && gc.status.success() && said.contains("run folders: removed"),
         "survived: {survived}, gc said: {said}"
     );
-    nothing_left(engine, pid, "SIGKILL and gc")?;
+    nothing_left(&combo, pid, "SIGKILL and gc")?;
     Ok(())
 }

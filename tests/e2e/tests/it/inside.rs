@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use agentguard_container::ContainerExecutor;
 use agentguard_e2e::{Combo, Folder, PROBE};
 use anyhow::{Result, bail};
 
@@ -66,9 +65,12 @@ fn expectations(combo: &Combo) -> Vec<Check> {
         (
             "pid1",
             Box::new(|got: &str| {
-                got.contains("init") || got.contains("catatonit") || got.contains("tini")
+                got.contains("init")
+                    || got.contains("catatonit")
+                    || got.contains("tini")
+                    || got.contains("relay")
             }),
-            "an init process as pid 1 (--init: the executor alone, without the relay)",
+            "an init process as pid 1 (--init without the relay; engine = \"oci\": the relay)",
         ),
         (
             "zombies",
@@ -97,7 +99,7 @@ fn expectations(combo: &Combo) -> Vec<Check> {
 async fn the_probe_sees_every_hardening_default_from_inside() -> Result<()> {
     let combo = combo_or_skip!("the_probe_sees_every_hardening_default_from_inside");
     let ro = Folder::new(&combo.unique("ro"), (65534, 65534))?;
-    let executor = ContainerExecutor::new(
+    let executor = combo.executor(
         combo
             .builder(&combo.probe_image)
             .workspace(&ro.0)
@@ -105,7 +107,7 @@ async fn the_probe_sees_every_hardening_default_from_inside() -> Result<()> {
             .command("probe", ["sh", "-c", PROBE])
             .timeout(Duration::from_secs(60))
             .build()?,
-    );
+    )?;
     let probe = executor.run(&executor.invoke("probe", &[])?).await?;
     let stdout = String::from_utf8_lossy(&probe.stdout).into_owned();
     if probe.exit_code != Some(0) {

@@ -4,7 +4,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
-use agentguard_container::{ContainerExecutor, RunResult, RunStatus, WorkspaceMode};
+use agentguard_container::{RunResult, RunStatus, WorkspaceMode};
 use agentguard_e2e::{Combo, Folder, summary};
 use anyhow::{Result, ensure};
 
@@ -14,7 +14,7 @@ use crate::combo_or_skip;
 /// workspace, a 60 s limit and a 4096-byte output cap.
 async fn run(combo: &Combo, name: &str, argv: &[&str]) -> Result<RunResult> {
     let ro = Folder::new(&combo.unique(name), (65534, 65534))?;
-    let executor = ContainerExecutor::new(
+    let executor = combo.executor(
         combo
             .builder(&combo.probe_image)
             .workspace(&ro.0)
@@ -22,7 +22,7 @@ async fn run(combo: &Combo, name: &str, argv: &[&str]) -> Result<RunResult> {
             .timeout(Duration::from_secs(60))
             .max_output_bytes(4096)
             .build()?,
-    );
+    )?;
     Ok(executor.run(&executor.invoke(name, &[])?).await?)
 }
 
@@ -95,13 +95,13 @@ async fn an_output_flood_is_capped_at_4096_bytes_and_killed() -> Result<()> {
 #[tokio::test]
 async fn a_timeout_kills_the_container() -> Result<()> {
     let combo = combo_or_skip!("a_timeout_kills_the_container");
-    let slow = ContainerExecutor::new(
+    let slow = combo.executor(
         combo
             .builder(&combo.probe_image)
             .command("sleepy", ["sleep", "60"])
             .timeout(Duration::from_secs(2))
             .build()?,
-    );
+    )?;
     let sleepy = slow.run(&slow.invoke("sleepy", &[])?).await?;
     ensure!(
         sleepy.status == RunStatus::TimedOut && sleepy.duration < Duration::from_secs(30),
@@ -115,7 +115,7 @@ async fn a_timeout_kills_the_container() -> Result<()> {
 async fn files_written_in_a_rw_workspace_belong_to_the_configured_user() -> Result<()> {
     let combo = combo_or_skip!("files_written_in_a_rw_workspace_belong_to_the_configured_user");
     let rw = Folder::new(&combo.unique("rw"), (1234, 2345))?;
-    let writer = ContainerExecutor::new(
+    let writer = combo.executor(
         combo
             .builder(&combo.probe_image)
             .workspace(&rw.0)
@@ -126,7 +126,7 @@ async fn files_written_in_a_rw_workspace_belong_to_the_configured_user() -> Resu
                 ["sh", "-c", "echo written > /workspace/out && id -u"],
             )
             .build()?,
-    );
+    )?;
     let write = writer.run(&writer.invoke("write", &[])?).await?;
     let meta = std::fs::metadata(rw.join("out"));
     ensure!(

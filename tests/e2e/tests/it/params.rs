@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use agentguard_container::ContainerExecutor;
 use agentguard_e2e::Folder;
 use agentguard_policy::{Arg, ParamSpec};
 use anyhow::{Result, ensure};
@@ -106,7 +105,7 @@ async fn a_link_made_after_the_check_reaches_only_the_containers_files() -> Resu
         must_exist: Some(true),
         ..ParamSpec::default()
     };
-    let executor = ContainerExecutor::new(
+    let executor = combo.executor(
         combo
             .builder(&combo.probe_image)
             .workspace(&ws.0)
@@ -122,7 +121,7 @@ async fn a_link_made_after_the_check_reaches_only_the_containers_files() -> Resu
             )
             .timeout(Duration::from_secs(60))
             .build()?,
-    );
+    )?;
     let word = |p: &str| vec![("path".to_owned(), Arg::Word(p.to_owned()))];
     // Both pass the host check as plain files; then each becomes a link out of the workspace.
     let absolute = executor.invoke("show", &word("tests/a.txt"))?;

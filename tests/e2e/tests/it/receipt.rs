@@ -27,6 +27,19 @@ done
 exec ENGINE "$@"
 "#;
 
+/// For engine = "oci": a wrapper named like the runtime that takes the network namespace out
+/// of the bundle's config.json (the container then shares the host's network).
+const RUNTIME_WRAPPER: &str = r#"#!/bin/sh
+prev=""
+for a in "$@"; do
+    if [ "$prev" = "--bundle" ]; then
+        sed -i 's/{"type":"network"},//' "$a/config.json"
+    fi
+    prev="$a"
+done
+exec RUNTIME "$@"
+"#;
+
 #[test]
 fn a_broken_network_fails_the_receipt_and_the_command_never_runs() -> Result<()> {
     let combo = combo_or_skip!("a_broken_network_fails_the_receipt_and_the_command_never_runs");
@@ -34,10 +47,30 @@ fn a_broken_network_fails_the_receipt_and_the_command_never_runs() -> Result<()>
     std::fs::create_dir_all(ws.join("out"))?;
     std::os::unix::fs::chown(ws.join("out"), Some(1234), Some(2345))?;
     let bin = Folder::new(&combo.unique("receipt-bin"), (0, 0))?;
-    let engine = which(combo.program())?;
-    let wrapper = bin.join(combo.program());
-    std::fs::write(&wrapper, WRAPPER.replace("ENGINE", &engine))?;
+    let oci = combo.engine == agentguard_container::EngineKind::Oci;
+    let wrapped = if oci {
+        combo.runtime.clone().unwrap_or_else(|| "runc".into())
+    } else {
+        combo.program().to_owned()
+    };
+    let real = which(&wrapped)?;
+    let wrapper = bin.join(&wrapped);
+    let script = if oci {
+        RUNTIME_WRAPPER.replace("RUNTIME", &real)
+    } else {
+        WRAPPER.replace("ENGINE", &real)
+    };
+    std::fs::write(&wrapper, script)?;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))?;
+    // The wrapper is the engine, or for engine = "oci" the runtime (by its path).
+    let (engine, runtime_line) = if oci {
+        (
+            "oci".to_owned(),
+            format!("runtime = \"{}\"\n", wrapper.display()),
+        )
+    } else {
+        (wrapper.display().to_string(), combo.runtime_line())
+    };
     let log = bin.join("audit.jsonl");
     let config = bin.join("agentguard.toml");
     std::fs::write(
@@ -45,8 +78,8 @@ fn a_broken_network_fails_the_receipt_and_the_command_never_runs() -> Result<()>
         format!(
             "image = \"{}\"\nengine = \"{}\"\n{}workspace = \"{}\"\nuser = \"1234:2345\"\ntimeout = 60\n\n[commands.mark]\nargv = [\"sh\", \"-c\", \"echo ran > /workspace/out/marker\"]\nwritable = [\"out\"]\n\n[audit]\npath = \"{}\"\n",
             combo.probe_image,
-            wrapper.display(),
-            combo.runtime_line(),
+            engine,
+            runtime_line,
             ws.0.display(),
             log.display()
         ),
@@ -92,8 +125,14 @@ fn a_broken_network_fails_the_receipt_and_the_command_never_runs() -> Result<()>
             "{}: {stderr}",
             combo.label()
         );
+        // The engine's bridge gives eth0; the host's own network (oci) has its interfaces.
+        let seen = if oci {
+            "interfaces: lo,"
+        } else {
+            "interfaces: lo,eth0"
+        };
         ensure!(
-            stderr.contains("isolation_failed") && stderr.contains("interfaces: lo,eth0"),
+            stderr.contains("isolation_failed") && stderr.contains(seen),
             "{stderr}"
         );
         ensure!(
