@@ -22,6 +22,9 @@ echo "env_http_proxy=${HTTP_PROXY:-absent}${http_proxy:-}"
 echo "env_configured=${AGENTGUARD_E2E_CONFIGURED:-absent}"
 echo "pids_max=$(cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max 2>/dev/null || echo unavailable)"
 echo "memory_limit=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max 2>/dev/null || echo unavailable)"
+echo "cpu_quota=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max 2>/dev/null || echo unavailable)"
+echo "seccomp=$(awk '/^Seccomp:/ {print $2}' /proc/self/status)"
+echo "kcore=$(wc -c < /proc/kcore 2>/dev/null || echo absent)"
 echo "pid1=$(tr '\0' ' ' < /proc/1/cmdline)"
 # An orphan that ends is the init's to reap: none may stay a zombie.
 sh -c 'sh -c "exit 0" & exit 0'

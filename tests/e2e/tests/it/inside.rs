@@ -79,6 +79,27 @@ fn expectations(combo: &Combo) -> Vec<Check> {
         ),
         ("done", eq("1"), "the probe ran to the end"),
     ];
+    // /proc/kcore masked (an empty file), or under gVisor not there at all.
+    checks.push((
+        "kcore",
+        Box::new(|got: &str| got == "0" || got == "absent"),
+        "/proc/kcore masked",
+    ));
+    if combo.gvisor() && combo.engine != agentguard_container::EngineKind::Oci {
+        // Docker and Podman do not pass --oci-seccomp to runsc: the OCI filter is not loaded
+        // inside the sandbox (gVisor's own kernel is the boundary; ENGINES.md).
+        checks.push((
+            "seccomp",
+            eq("0"),
+            "0 under gVisor through an engine (no --oci-seccomp)",
+        ));
+    } else if combo.gvisor() {
+        // engine = "oci" passes --oci-seccomp: gVisor applies the filter inside and shows it.
+        checks.push(("seccomp", eq("2"), "the OCI filter loaded inside gVisor"));
+    } else {
+        checks.push(("seccomp", eq("2"), "a seccomp filter active (Seccomp: 2)"));
+        checks.push(("cpu_quota", eq("100000"), "cpus 1: a 100 ms quota per 100 ms"));
+    }
     if combo.gvisor() {
         // gVisor shows neither NoNewPrivs nor the cgroup files inside; its limits are proved
         // from outside (the memory, fork bomb and ordinary-script tests).
