@@ -98,7 +98,11 @@ fn expectations(combo: &Combo) -> Vec<Check> {
         checks.push(("seccomp", eq("2"), "the OCI filter loaded inside gVisor"));
     } else {
         checks.push(("seccomp", eq("2"), "a seccomp filter active (Seccomp: 2)"));
-        checks.push(("cpu_quota", eq("100000"), "cpus 1: a 100 ms quota per 100 ms"));
+        checks.push((
+            "cpu_quota",
+            eq("100000"),
+            "cpus 1: a 100 ms quota per 100 ms",
+        ));
     }
     if combo.gvisor() {
         // gVisor shows neither NoNewPrivs nor the cgroup files inside; its limits are proved

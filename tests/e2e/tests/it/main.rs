@@ -9,6 +9,7 @@ mod inside;
 mod learn;
 mod limits;
 mod mcp;
+mod oci;
 mod params;
 mod receipt;
 mod rootless;
