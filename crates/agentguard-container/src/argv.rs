@@ -13,6 +13,7 @@ use agentguard_policy::Invocation;
 
 use crate::kind::EngineKind;
 use crate::spec::{ContainerSpec, WorkspaceMode, proxy_environment};
+use crate::values::Runtime;
 
 /// Where the workspace appears inside the container (where a `path` param's value points).
 pub const WORKSPACE_TARGET: &str = agentguard_policy::WORKSPACE;
@@ -138,7 +139,9 @@ impl ContainerSpec {
     /// connect to the mounted host socket (`host-uds=open`).
     fn global_args_for(&self, relay: bool) -> Vec<String> {
         match (&self.engine.kind, &self.runtime) {
-            (EngineKind::Oci, _) => crate::oci::global_args(self),
+            (EngineKind::Oci, runtime) => self
+                .engine
+                .oci_global_args(runtime.as_ref().is_some_and(Runtime::is_gvisor)),
             (EngineKind::Podman, Some(runtime)) => {
                 let mut args = vec!["--runtime".to_owned(), runtime.to_string()];
                 if runtime.is_gvisor() {
@@ -171,16 +174,14 @@ impl ContainerSpec {
         self.engine.command(&self.global_args(), args)
     }
 
-    /// The complete engine command for a checked invocation of one of this spec's commands
-    /// ([`ContainerSpec::invoke`] makes it; its argv is used as it is, one element each), with
-    /// the command's own values ([`ContainerSpec::for_command`]).
-    ///
-    /// For `engine = "oci"` this is the runtime's command line; the bundle it names is written
-    /// when the run starts ([`ContainerSpec::oci_config`] is its `config.json`).
+    /// The complete engine command for a checked invocation ([`ContainerSpec::invoke`]; its
+    /// argv used as it is) with the command's own values; for `engine = "oci"` the runtime's
+    /// command line (its bundle's `config.json` is [`ContainerSpec::oci_config`]).
     pub fn run_command(&self, invocation: &Invocation, identity: &RunIdentity) -> EngineCommand {
         let spec = self.for_command(invocation.command());
         if spec.engine.kind == EngineKind::Oci {
-            return crate::oci::run_command(&spec, identity);
+            let bundle = spec.engine.oci_bundle(&identity.name).display().to_string();
+            return spec.engine_command(&["run", "--bundle", &bundle, &identity.name]);
         }
         spec.command_of(invocation, identity)
     }

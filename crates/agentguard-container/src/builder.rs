@@ -12,6 +12,7 @@ use agentguard_policy::ParamSpec;
 
 use crate::engine::Engine;
 use crate::error::{Result, invalid};
+use crate::kind::EngineKind;
 use crate::spec::{ContainerSpec, ImagePin, WorkspaceMode, image_pin};
 use crate::values::{ByteSize, Cpus, MIN_MEMORY, MIN_TMPFS, Pull, Runtime, UserIds};
 
@@ -225,9 +226,32 @@ impl ContainerSpecBuilder {
         crate::effective::check_limits(&spec)?;
         crate::effective::check_commands(&mut spec)?;
         validate_pin(&spec.image, spec.require_digest)?;
-        crate::oci::settle(&mut spec)?;
+        settle_runtime(&mut spec)?;
         spec.rootless = crate::rootless::is_rootless(&spec.engine);
         Ok(spec)
+    }
+}
+
+/// Settles the runtime at build: for `engine = "oci"` the runtime (runc unless set) is the
+/// program every command of the spec runs; a runtime given as a path is refused for Docker,
+/// which only takes registered names.
+fn settle_runtime(spec: &mut ContainerSpec) -> Result<()> {
+    match spec.engine.kind {
+        EngineKind::Oci => {
+            let runtime = match spec.runtime.take() {
+                Some(runtime) => runtime,
+                None => Runtime::parse(crate::engine::OCI_DEFAULT_RUNTIME)?,
+            };
+            spec.engine.program = std::path::PathBuf::from(runtime.as_str());
+            spec.runtime = Some(runtime);
+            Ok(())
+        }
+        EngineKind::Docker if spec.runtime.as_ref().is_some_and(Runtime::is_path) => Err(invalid(
+            "runtime",
+            spec.runtime.as_ref().map_or("", |r| r.as_str()),
+            "Docker takes a registered runtime name, not a path: register it in /etc/docker/daemon.json, or use engine = \"oci\"",
+        )),
+        _ => Ok(()),
     }
 }
 

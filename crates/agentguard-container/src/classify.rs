@@ -52,11 +52,11 @@ pub(crate) fn classify(spec: &ContainerSpec, stderr: &str) -> RunError {
 pub(crate) fn engine_failed(
     kind: EngineKind,
     code: Option<i32>,
-    stderr: &[u8],
-    receipt: bool,
+    captured: &crate::capture::Captured,
 ) -> bool {
+    let stderr = &captured.stderr;
     match kind {
-        EngineKind::Oci => code != Some(0) && !receipt && runtime_failed(stderr),
+        EngineKind::Oci => code != Some(0) && captured.receipt.is_none() && runtime_failed(stderr),
         _ => code == Some(125) || code == Some(126) && oci_runtime_failed(stderr),
     }
 }

@@ -9,6 +9,11 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result, invalid};
 use crate::kind::EngineKind;
 
+/// The runtime `engine = "oci"` calls unless `runtime` names another.
+pub const OCI_DEFAULT_RUNTIME: &str = "runc";
+/// Where each OCI runtime keeps its state and agentguard its bundles: `OCI_STATE_ROOT/<runtime>/`.
+pub const OCI_STATE_ROOT: &str = "/run/agentguard/oci";
+
 /// An engine CLI: its kind and the program to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Engine {
@@ -28,7 +33,7 @@ impl Engine {
             // The program is the OCI runtime, which `runtime` names (runc unless set).
             return Ok(Engine {
                 kind: EngineKind::Oci,
-                program: PathBuf::from(crate::oci::DEFAULT_RUNTIME),
+                program: PathBuf::from(OCI_DEFAULT_RUNTIME),
             });
         }
         let file = Path::new(value)
@@ -50,6 +55,33 @@ impl Engine {
             kind,
             program: PathBuf::from(value),
         })
+    }
+
+    /// `engine = "oci"`: the folder of the state and bundles of the runtime this engine calls
+    /// (`OCI_STATE_ROOT/<runtime program's file name>`).
+    pub fn oci_root(&self) -> PathBuf {
+        let name = self
+            .program
+            .file_name()
+            .map_or_else(|| OCI_DEFAULT_RUNTIME.into(), |n| n.to_string_lossy());
+        Path::new(OCI_STATE_ROOT).join(name.as_ref())
+    }
+
+    /// `engine = "oci"`: the folder of one run's bundle.
+    pub fn oci_bundle(&self, name: &str) -> PathBuf {
+        self.oci_root().join("bundles").join(name)
+    }
+
+    /// `engine = "oci"`: the runtime's global flags: its state folder; for gVisor no network
+    /// but loopback, the mounted proxy socket usable, and the OCI seccomp filter applied
+    /// inside the sandbox (which runsc otherwise does not load).
+    pub fn oci_global_args(&self, gvisor: bool) -> Vec<String> {
+        let state = self.oci_root().join("state");
+        let mut args = vec!["--root".to_owned(), state.to_string_lossy().into_owned()];
+        if gvisor {
+            args.extend(["--network=none", "--host-uds=open", "--oci-seccomp"].map(str::to_owned));
+        }
+        args
     }
 
     /// The engines installed here, Docker first: those whose program is on `PATH`.

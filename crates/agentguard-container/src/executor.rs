@@ -37,7 +37,7 @@ pub struct ContainerExecutor {
     spec: ContainerSpec,
     audit: Option<Arc<dyn AuditSink>>,
     streaming: Streaming,
-    drain_grace: Duration,
+    pub(crate) drain_grace: Duration,
     config_sha256: Option<String>,
     receipt: Option<std::path::PathBuf>,
 }
@@ -53,20 +53,6 @@ pub enum Streaming {
     Safe,
     /// Copied byte for byte, even to a terminal (`agentguard run --raw`).
     Raw,
-}
-
-/// The engine command of a prepared run; for `engine = "oci"` its bundle is written now and
-/// kept (the guard) until the run ends.
-fn command_of(
-    spec: &ContainerSpec,
-    invocation: &Invocation,
-    identity: &RunIdentity,
-) -> Result<(EngineCommand, Option<crate::oci::Bundle>), RunError> {
-    if spec.engine().kind == EngineKind::Oci {
-        let (command, bundle) = crate::oci::write_bundle(spec, invocation, identity)?;
-        return Ok((command, Some(bundle)));
-    }
-    Ok((spec.run_command(invocation, identity), None))
 }
 
 /// One run as `execute` takes it: the command's effective spec, its name, the engine command
@@ -197,7 +183,7 @@ impl ContainerExecutor {
         };
         let mut receipt = None;
         let (outcome, ran) = match prepared {
-            Ok(identity) => match command_of(&spec, invocation, &identity) {
+            Ok(identity) => match crate::oci::command_of(&spec, invocation, &identity) {
                 Ok((command, _bundle)) => {
                     let run = Run {
                         spec: &spec,
@@ -338,12 +324,7 @@ impl ContainerExecutor {
         }
         // An engine's failure is said once, in agentguard's message; anything else held back
         // from stderr is the command's and is copied now.
-        let failed = engine_failed(
-            kind,
-            exit_code,
-            &captured.stderr,
-            captured.receipt.is_some(),
-        );
+        let failed = engine_failed(kind, exit_code, &captured);
         if captured.stop.is_some() || !failed {
             copy_held(&captured.held_stderr, plan);
         }
@@ -401,32 +382,5 @@ impl ContainerExecutor {
             return Err(RunError::Failed(Box::new(result)));
         }
         Ok(result)
-    }
-
-    /// The engine client's exit status, waited for at most the drain grace once its output
-    /// closed; past it the container and the client are killed.
-    async fn client_exit(
-        &self,
-        child: &mut tokio::process::Child,
-        container: &str,
-    ) -> Result<std::process::ExitStatus, RunError> {
-        match tokio::time::timeout(self.drain_grace, child.wait()).await {
-            Ok(Ok(exit)) => Ok(exit),
-            Ok(Err(source)) => Err(RunError::Io {
-                action: "waiting for the engine client",
-                source,
-            }),
-            Err(_) => {
-                self.kill_by_name(container).await;
-                let _ = child.kill().await;
-                Err(RunError::Io {
-                    action: "waiting for the engine client to exit after its output closed",
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!("still running after {:?}", self.drain_grace),
-                    ),
-                })
-            }
-        }
     }
 }

@@ -28,8 +28,7 @@ pub async fn sweep(
     dry_run: bool,
 ) -> std::io::Result<Vec<Stale>> {
     if engine.kind == crate::kind::EngineKind::Oci {
-        let root = crate::oci::root_of(engine);
-        return crate::oci::sweep::sweep(engine, global, &root, dry_run).await;
+        return crate::oci::sweep::sweep(engine, global, &engine.oci_root(), dry_run).await;
     }
     let command = |args: &[&str]| engine.command(global, args);
     let filter = format!("label={LABEL_OWNER}");

@@ -1,8 +1,11 @@
-//! Killing a run's container by name: `kill`, then `rm -f`, tried again until the engine
-//! says the container is gone, with the descriptors for it held since before the run began.
+//! Killing a run's container by name: `kill`, then `rm -f` (an OCI runtime's `kill ID KILL`,
+//! then `delete --force`), tried again until the engine says the container is gone, with the
+//! descriptors for it held since before the run began; and the engine client's exit, waited
+//! for at most the drain grace.
 
 use std::time::Duration;
 
+use crate::error::RunError;
 use crate::executor::ContainerExecutor;
 use crate::process::run_quiet;
 
@@ -70,5 +73,32 @@ impl ContainerExecutor {
                 "container {name} could not be killed and removed after {KILL_ATTEMPTS} attempts: {said}"
             ))
         })
+    }
+
+    /// The engine client's exit status, waited for at most the drain grace once its output
+    /// closed; past it the container and the client are killed.
+    pub(crate) async fn client_exit(
+        &self,
+        child: &mut tokio::process::Child,
+        container: &str,
+    ) -> Result<std::process::ExitStatus, RunError> {
+        match tokio::time::timeout(self.drain_grace, child.wait()).await {
+            Ok(Ok(exit)) => Ok(exit),
+            Ok(Err(source)) => Err(RunError::Io {
+                action: "waiting for the engine client",
+                source,
+            }),
+            Err(_) => {
+                self.kill_by_name(container).await;
+                let _ = child.kill().await;
+                Err(RunError::Io {
+                    action: "waiting for the engine client to exit after its output closed",
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("still running after {:?}", self.drain_grace),
+                    ),
+                })
+            }
+        }
     }
 }

@@ -18,13 +18,13 @@ pub(crate) mod sweep;
 pub(crate) mod unpack;
 
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use agentguard_policy::Invocation;
 
 use crate::argv::{EngineCommand, RunIdentity};
-use crate::error::{Error, Result, RunError, invalid};
+use crate::error::{Error, RunError};
 use crate::kind::EngineKind;
 use crate::spec::ContainerSpec;
 use crate::values::Runtime;
@@ -32,47 +32,7 @@ use crate::values::Runtime;
 pub use cache::{CACHE_VARIABLE, DEFAULT_CACHE, cache_root};
 pub use config::{BundleInput, MASKED_PATHS, READONLY_PATHS};
 
-/// The runtime `engine = "oci"` calls unless `runtime` names another.
-pub const DEFAULT_RUNTIME: &str = "runc";
-/// Where each runtime keeps its state and agentguard its bundles: `STATE_ROOT/<runtime>/`.
-pub const STATE_ROOT: &str = "/run/agentguard/oci";
-
-/// Settles an `engine = "oci"` spec at build: the runtime (runc unless set) is the program
-/// every command of the spec runs. A runtime given as a path is refused for Docker, which
-/// only takes registered names.
-pub(crate) fn settle(spec: &mut ContainerSpec) -> Result<()> {
-    match spec.engine.kind {
-        EngineKind::Oci => {
-            let runtime = match spec.runtime.take() {
-                Some(runtime) => runtime,
-                None => Runtime::parse(DEFAULT_RUNTIME)?,
-            };
-            spec.engine.program = PathBuf::from(runtime.as_str());
-            spec.runtime = Some(runtime);
-            Ok(())
-        }
-        EngineKind::Docker if spec.runtime.as_ref().is_some_and(Runtime::is_path) => Err(invalid(
-            "runtime",
-            spec.runtime.as_ref().map_or("", |r| r.as_str()),
-            "Docker takes a registered runtime name, not a path: register it in /etc/docker/daemon.json, or use engine = \"oci\"",
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// The folder of one runtime's state and bundles.
-pub(crate) fn runtime_root(spec: &ContainerSpec) -> PathBuf {
-    root_of(&spec.engine)
-}
-
-/// The folder of the state and bundles of the runtime `engine` calls.
-pub fn root_of(engine: &crate::engine::Engine) -> PathBuf {
-    let name = engine
-        .program
-        .file_name()
-        .map_or_else(|| DEFAULT_RUNTIME.into(), |n| n.to_string_lossy());
-    Path::new(STATE_ROOT).join(name.as_ref())
-}
+pub use crate::engine::{OCI_DEFAULT_RUNTIME as DEFAULT_RUNTIME, OCI_STATE_ROOT as STATE_ROOT};
 
 /// The runtimes whose state folder exists under [`STATE_ROOT`] (what `gc` sweeps), each as
 /// the engine that calls it and its global flags.
@@ -93,32 +53,10 @@ pub fn swept_runtimes() -> Vec<(crate::engine::Engine, Vec<String>)> {
         let mut spec = ContainerSpec::hardened(String::new());
         spec.engine = engine.clone();
         spec.runtime = Some(runtime);
-        found.push((engine, global_args(&spec)));
+        found.push((engine, spec.global_args()));
     }
     found.sort_by(|a, b| a.0.program.cmp(&b.0.program));
     found
-}
-
-/// The runtime's global flags: its state folder, and for gVisor no network but loopback, the
-/// mounted proxy socket usable, and the OCI seccomp filter applied inside the sandbox.
-pub(crate) fn global_args(spec: &ContainerSpec) -> Vec<String> {
-    let state = runtime_root(spec).join("state");
-    let mut args = vec!["--root".to_owned(), state.to_string_lossy().into_owned()];
-    if spec.runtime.as_ref().is_some_and(Runtime::is_gvisor) {
-        args.extend(["--network=none", "--host-uds=open", "--oci-seccomp"].map(str::to_owned));
-    }
-    args
-}
-
-/// The bundle folder of the run named `name`.
-pub(crate) fn bundle_dir(spec: &ContainerSpec, name: &str) -> PathBuf {
-    runtime_root(spec).join("bundles").join(name)
-}
-
-/// The runtime command that runs the bundle of `identity` in the foreground.
-pub(crate) fn run_command(spec: &ContainerSpec, identity: &RunIdentity) -> EngineCommand {
-    let bundle = bundle_dir(spec, &identity.name);
-    spec.engine_command(&["run", "--bundle", &bundle.to_string_lossy(), &identity.name])
 }
 
 /// The kill of a run's container, then its removal.
@@ -191,7 +129,7 @@ pub(crate) fn write_bundle(
     let config = spec
         .oci_config(invocation, identity, &input)
         .map_err(|e: Error| engine_error(e.to_string()))?;
-    let dir = bundle_dir(spec, &identity.name);
+    let dir = spec.engine().oci_bundle(&identity.name);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -201,7 +139,21 @@ pub(crate) fn write_bundle(
     let text = serde_json::to_vec(&config).map_err(|e| engine_error(e.to_string()))?;
     std::fs::write(dir.join("config.json"), text)
         .map_err(|e| engine_error(format!("writing {}/config.json: {e}", dir.display())))?;
-    Ok((run_command(spec, identity), bundle))
+    Ok((spec.run_command(invocation, identity), bundle))
+}
+
+/// The engine command of a prepared run; for `engine = "oci"` its bundle is written now and
+/// kept (the guard) until the run ends.
+pub(crate) fn command_of(
+    spec: &ContainerSpec,
+    invocation: &Invocation,
+    identity: &RunIdentity,
+) -> Result<(EngineCommand, Option<Bundle>), RunError> {
+    if spec.engine().kind == EngineKind::Oci {
+        let (command, bundle) = write_bundle(spec, invocation, identity)?;
+        return Ok((command, Some(bundle)));
+    }
+    Ok((spec.run_command(invocation, identity), None))
 }
 
 /// The default seccomp filter for this kernel, reduced once per process.

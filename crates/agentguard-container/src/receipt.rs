@@ -124,12 +124,7 @@ impl Receipt {
             }
             Err(_)
                 if captured.stop.is_none()
-                    && crate::classify::engine_failed(
-                        kind,
-                        exit_code,
-                        &captured.stderr,
-                        captured.receipt.is_some(),
-                    ) =>
+                    && crate::classify::engine_failed(kind, exit_code, captured) =>
             {
                 (None, None)
             }

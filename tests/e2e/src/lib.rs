@@ -158,7 +158,8 @@ impl Combo {
         {
             let config = fs::read_to_string(bundle.path().join("config.json")).unwrap_or_default();
             let config: serde_json::Value = serde_json::from_str(&config).unwrap_or_default();
-            if config["annotations"][agentguard_container::LABEL_OWNER] == owner.to_string() {
+            let label = config["annotations"][agentguard_container::LABEL_OWNER].as_str();
+            if label == Some(owner.to_string().as_str()) {
                 names.push(bundle.file_name().to_string_lossy().into_owned());
             }
         }

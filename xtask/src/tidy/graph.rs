@@ -80,9 +80,14 @@ const GRAPH: &[(&str, &[&str])] = &[
         ],
     ),
     ("agentguard-test-support", &[]),
+    // The sandbox for its relay alone: engine = "oci" runs take the receipt with it as init.
     (
         "agentguard-e2e",
-        &["agentguard-container", "agentguard-test-support"],
+        &[
+            "agentguard-container",
+            "agentguard-sandbox",
+            "agentguard-test-support",
+        ],
     ),
     // The run configuration: the seed's keys into a spec and a sandbox, for the CLI and the
     // Python binding alike.

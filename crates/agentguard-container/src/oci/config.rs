@@ -115,7 +115,33 @@ impl ContainerSpec {
         } else {
             "/"
         };
-        let process = ProcessBuilder::default()
+        let process = self.process(args, env, cwd)?;
+        SpecBuilder::default()
+            .version("1.0.2")
+            .root(
+                RootBuilder::default()
+                    .path(input.rootfs)
+                    .readonly(true)
+                    .build()
+                    .map_err(spec_error)?,
+            )
+            .hostname(HOSTNAME)
+            .process(process)
+            .mounts(mounts)
+            .annotations(identity.labels.iter().cloned().collect::<HashMap<_, _>>())
+            .linux(self.linux(input)?)
+            .build()
+            .map_err(spec_error)
+    }
+
+    /// The relay's process: the spec's user, no capabilities, no new privileges, the rlimits.
+    fn process(
+        &self,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: &str,
+    ) -> Result<oci_spec::runtime::Process> {
+        ProcessBuilder::default()
             .terminal(false)
             .user(
                 UserBuilder::default()
@@ -139,22 +165,6 @@ impl ContainerSpec {
             ])
             .no_new_privileges(true)
             .oom_score_adj(1000)
-            .build()
-            .map_err(spec_error)?;
-        SpecBuilder::default()
-            .version("1.0.2")
-            .root(
-                RootBuilder::default()
-                    .path(input.rootfs)
-                    .readonly(true)
-                    .build()
-                    .map_err(spec_error)?,
-            )
-            .hostname(HOSTNAME)
-            .process(process)
-            .mounts(mounts)
-            .annotations(identity.labels.iter().cloned().collect::<HashMap<_, _>>())
-            .linux(self.linux(input)?)
             .build()
             .map_err(spec_error)
     }
