@@ -65,6 +65,12 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "Container overhead: `agentguard run` of a trivial allowlisted command (`true` in the busybox probe image, docker with its default runtime, an audit log) against the raw `docker run` with the same hardened argv, taken from `agentguard run --dry-run` with the command as its own entrypoint (no relay, so no isolation receipt); the same raw argv with the relay mounted and taking the receipt (the relay from `agentguard k8s relay`), in the same rounds, for the receipt's whole cost per run; and the receipt's checks timed inside the container.",
     ),
     (
+        "start",
+        "agentguard-container",
+        "start_bench",
+        "A fresh sandbox per call: `agentguard run` of `true` (busybox probe image, release binary) with `engine = \"oci\"` (runc or runsc called directly) against the raw `docker run` of the same image with the same hardened argv and the relay taking the receipt, and against `agentguard run` on docker; under runc and runsc; rounds alternating the peers' order; whole-process medians. The OCI image pinned by ID is a cache hit that asks no store; by tag, Docker's store is asked for the ID. The first run after a cache miss is timed on its own.",
+    ),
+    (
         "egress",
         "agentguard-sandbox",
         "egress_bench",
@@ -164,6 +170,18 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
             ]
         }
 
+        "start" => {
+            crate::image::ensure_probe_image("docker")?;
+            let binary = release_binary()?;
+            let dir = scratch.join("start");
+            std::fs::create_dir_all(&dir)?;
+            vec![
+                binary.to_string_lossy().into_owned(),
+                dir.to_string_lossy().into_owned(),
+                crate::image::PROBE_IMAGE.into(),
+                "21".into(),
+            ]
+        }
         "fetch" => {
             let binary = release_binary()?;
             vec![binary.to_string_lossy().into_owned(), "30".into()]

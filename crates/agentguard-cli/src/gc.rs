@@ -54,6 +54,15 @@ pub(crate) fn run(args: &GcArgs) -> anyhow::Result<u8> {
                 Err(e) => lines.push(format!("{label}: cannot list containers: {e}")),
             }
         }
+        // engine = "oci"'s image cache: entries no local store holds any more.
+        match agentguard_container::oci::sweep_cache(args.dry_run).await {
+            Ok(stale) => lines.extend(
+                stale
+                    .into_iter()
+                    .map(|s| format!("oci cache: {verb} {} ({})", s.name, s.why)),
+            ),
+            Err(e) => lines.push(format!("oci cache: cannot sweep it: {e}")),
+        }
         lines
     });
     let runs = config::runs_dir();

@@ -31,6 +31,7 @@ use crate::values::Runtime;
 
 pub use cache::{CACHE_VARIABLE, DEFAULT_CACHE, cache_root};
 pub use config::{BundleInput, MASKED_PATHS, READONLY_PATHS};
+pub use image::sweep_cache;
 
 pub use crate::engine::{OCI_DEFAULT_RUNTIME as DEFAULT_RUNTIME, OCI_STATE_ROOT as STATE_ROOT};
 

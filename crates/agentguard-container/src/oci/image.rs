@@ -167,3 +167,49 @@ fn strings(value: &Value) -> Vec<String> {
         .filter_map(|v| v.as_str().map(str::to_owned))
         .collect()
 }
+
+/// The cache entries no local store holds any more (and folders left half built by a process
+/// that is gone): found, and unless `dry_run`, removed. An entry whose image a store still
+/// holds is kept, so a later run of that ID needs no unpack.
+pub async fn sweep_cache(dry_run: bool) -> std::io::Result<Vec<crate::gc::Stale>> {
+    let images = cache::cache_root().join("images");
+    let listed = match std::fs::read_dir(&images) {
+        Ok(listed) => listed,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let stores = Engine::installed();
+    let mut stale = Vec::new();
+    for entry in listed.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let why = match name.strip_prefix(".building-") {
+            // `.building-<id>-<pid>-<n>`: the builder's pid is the second field from the end.
+            Some(rest) => {
+                let pid = rest.rsplit('-').nth(1).unwrap_or_default();
+                crate::gc::owner_gone(pid, "")
+            }
+            None => {
+                let mut held = false;
+                for store in &stores {
+                    let args = [
+                        "image",
+                        "inspect",
+                        "--format",
+                        "{{.Id}}",
+                        &format!("sha256:{name}"),
+                    ];
+                    let out = crate::process::run_quiet(&store.command(&[], &args)).await?;
+                    held |= out.status.success();
+                }
+                (!held).then(|| "no local image store holds it".to_owned())
+            }
+        };
+        if let Some(why) = why {
+            if !dry_run {
+                std::fs::remove_dir_all(entry.path())?;
+            }
+            stale.push(crate::gc::Stale { name, why });
+        }
+    }
+    Ok(stale)
+}

@@ -1,7 +1,8 @@
 //! `engine = "oci"` only: the image cache. The first run unpacks the image into a private
 //! cache; the next run finds it there and unpacks nothing (the entry's folder is the same
 //! inode, nothing is being built); no run writes it, even one that tries (every file's size,
-//! mode and time are the same after runs that write everywhere they can).
+//! mode and time are the same after runs that write everywhere they can); `gc` removes an
+//! entry no store holds any more and keeps the one in use.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -119,6 +120,30 @@ fn the_cache_is_unpacked_once_and_never_written_by_a_run() -> Result<()> {
     ensure!(building.is_empty(), "left building: {building:?}");
     let after = snapshot(&entry.join("rootfs"))?;
     ensure!(before == after, "the cached root file system changed");
+    // gc removes an entry no store holds and a build left by a gone process, keeps the rest.
+    let orphan = cache.join("images").join("0".repeat(64));
+    std::fs::create_dir_all(orphan.join("rootfs"))?;
+    std::fs::write(orphan.join("image.json"), r#"{"env": []}"#)?;
+    let half = cache
+        .join("images")
+        .join(format!(".building-{}-4294967294-0", "1".repeat(64)));
+    std::fs::create_dir_all(&half)?;
+    let gc = Command::new(&combo.binary)
+        .arg("gc")
+        .env("AGENTGUARD_OCI_CACHE", &cache)
+        .output()?;
+    let said = String::from_utf8_lossy(&gc.stdout).into_owned();
+    ensure!(
+        gc.status.success()
+            && said.contains(&format!(
+                "oci cache: removed {} (no local image store holds it)",
+                "0".repeat(64)
+            ))
+            && !orphan.exists()
+            && !half.exists()
+            && entry.exists(),
+        "gc said: {said}"
+    );
     println!(
         "{}: one unpack, {} cached entries unchanged after three runs that write",
         combo.label(),
