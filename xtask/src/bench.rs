@@ -80,7 +80,7 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "mcp",
         "agentguard-mcp",
         "mcp_bench",
-        "MCP: a tool call of `true` (busybox probe image, docker) through a warm release `agentguard mcp`, from a JSON-RPC client in the benchmark, against `agentguard run` of the same command, alternating; and the server's start to its `tools/list` answer.",
+        "MCP: a tool call of `true` (busybox probe image, docker) through a warm release `agentguard mcp`, from a JSON-RPC client in the benchmark, against `agentguard run` of the same command, alternating; the server's start to its `tools/list` answer; and tool calls per second with 8 in flight through one warm server on each engine and runtime (docker and `engine = \"oci\"`, runc and runsc).",
     ),
     (
         "fetch",
@@ -89,6 +89,32 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "Fetch: `agentguard fetch` of a small HTTPS resource from a loopback TLS server with a test CA, against `curl --resolve` doing the same; both are whole processes.",
     ),
 ];
+
+/// `LABEL=CONFIG` of `noop` for each engine and runtime the MCP throughput compares.
+fn mcp_engines(dir: &std::path::Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for (label, engine, runtime) in [
+        ("docker+runc", "docker", ""),
+        ("docker+runsc", "docker", "runsc"),
+        ("oci+runc", "oci", "runc"),
+        ("oci+runsc", "oci", "runsc"),
+    ] {
+        let config = dir.join(format!("{}.toml", label.replace('+', "-")));
+        let runtime = match runtime {
+            "" => String::new(),
+            r => format!("runtime = \"{r}\"\n"),
+        };
+        std::fs::write(
+            &config,
+            format!(
+                "image = \"{}\"\nengine = \"{engine}\"\n{runtime}\n[commands]\nnoop = [\"true\"]\n",
+                crate::image::PROBE_IMAGE
+            ),
+        )?;
+        out.push(format!("{label}={}", config.display()));
+    }
+    Ok(out)
+}
 
 /// Builds the release `agentguard` binary that the benchmarks measure; returns its path.
 fn release_binary() -> Result<std::path::PathBuf> {
@@ -150,12 +176,16 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
                 ),
             )?;
             let binary = release_binary()?;
-            vec![
+            let mut args = vec![
                 binary.to_string_lossy().into_owned(),
                 config.to_string_lossy().into_owned(),
                 // The receipt's few milliseconds need more rounds than the MCP medians.
                 if name == "container" { "41" } else { "15" }.into(),
-            ]
+            ];
+            if name == "mcp" {
+                args.extend(mcp_engines(&dir)?);
+            }
+            args
         }
         "egress" => {
             crate::image::ensure_probe_image("docker")?;

@@ -6,8 +6,11 @@
 //!    same command; rounds alternating, medians of wall time.
 //! 2. The server's start to its `tools/list` answer (process start, config load, the
 //!    `initialize` handshake, the list), medians.
+//! 3. With more configs after ROUNDS (`LABEL=CONFIG`, each with a `noop` command): tool calls
+//!    per second through one warm server of each, with 8 calls in flight (a new one sent as
+//!    each answer arrives), 64 calls after 8 to warm up.
 //!
-//! Usage: mcp_bench AGENTGUARD_BINARY CONFIG [ROUNDS]
+//! Usage: mcp_bench AGENTGUARD_BINARY CONFIG [ROUNDS [LABEL=CONFIG ...]]
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -22,8 +25,13 @@ struct Server {
 
 impl Server {
     fn start(binary: &str, config: &str) -> Server {
+        Server::start_with(binary, config, &[])
+    }
+
+    fn start_with(binary: &str, config: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(binary)
             .args(["mcp", "--config", config])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -62,6 +70,42 @@ impl Server {
             r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
         )
         .expect("write");
+    }
+
+    /// Sends `calls` calls of `noop`, `inflight` at a time, and returns the seconds from the
+    /// first sent to the last answered.
+    fn throughput(&mut self, first_id: u64, calls: u64, inflight: u64) -> f64 {
+        let call = |id: u64| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"noop"}}}}"#
+            )
+        };
+        let start = Instant::now();
+        let mut sent = 0;
+        while sent < inflight.min(calls) {
+            writeln!(self.stdin, "{}", call(first_id + sent)).expect("write");
+            sent += 1;
+        }
+        self.stdin.flush().expect("flush");
+        let mut answered = 0;
+        while answered < calls {
+            let mut got = String::new();
+            assert!(
+                self.stdout.read_line(&mut got).expect("read") > 0,
+                "the server closed"
+            );
+            if !got.contains("\"result\"") && !got.contains("\"error\"") {
+                continue;
+            }
+            assert!(got.contains(r#""isError":false"#), "{got}");
+            answered += 1;
+            if sent < calls {
+                writeln!(self.stdin, "{}", call(first_id + sent)).expect("write");
+                self.stdin.flush().expect("flush");
+                sent += 1;
+            }
+        }
+        start.elapsed().as_secs_f64()
     }
 
     fn stop(mut self) {
@@ -141,5 +185,29 @@ fn main() {
     );
     println!(
         "\n{rounds} alternating rounds of the call; {rounds} server starts; docker with its default runtime, the busybox probe image."
+    );
+    let engines: Vec<String> = args.collect();
+    if engines.is_empty() {
+        return;
+    }
+    println!(
+        "\n| engine | MCP tool calls of `true` per second, 8 in flight | ratio to the first |"
+    );
+    println!("| --- | ---: | ---: |");
+    let mut first = None;
+    for pair in engines {
+        let (label, config) = pair.split_once('=').expect("LABEL=CONFIG");
+        // Eight slots, so that eight calls run at once (the default is the core count).
+        let mut server = Server::start_with(&binary, config, &["--max-concurrent", "8"]);
+        server.initialize();
+        server.throughput(100, 8, 8);
+        let seconds = server.throughput(1000, 64, 8);
+        server.stop();
+        let rate = 64.0 / seconds;
+        let base = *first.get_or_insert(rate);
+        println!("| {label} | {rate:.1} | {:.2} |", rate / base);
+    }
+    println!(
+        "\n64 calls after 8 to warm up, through one warm `agentguard mcp --max-concurrent 8` per engine, the next call sent as each answer arrives."
     );
 }

@@ -168,6 +168,31 @@ def test_the_hardening_holds_inside_the_container(
     assert "HTTPS_PROXY" not in env and "https_proxy" not in env
 
 
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_engine_oci_holds_the_same_hardening_and_kills_on_timeout(
+    engine: str, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """engine="oci" (runc or runsc called directly, the image from the engine's store) is
+    taken like any engine: the same probe sees the same hardening, and a timeout kills."""
+    monkeypatch.setenv("AGENTGUARD_HOST_SECRET", "must-not-leak")
+    probe = ContainerExecutor(IMAGE, {"probe": ["python3", "-c", HARDENING_PROBE],
+                                      "hang": ["sleep", "60"]},
+                              engine="oci", runtime=runtime, environment={"GIVEN": "yes"},
+                              timeout=5)
+    out = probe.run("probe")
+    assert out.ok, out
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    assert lines["uid"] == "65534 65534"
+    assert lines["nnp"] == "1" if runtime == "runc" else lines["nnp"] in {"1", "absent"}
+    assert lines["capeff"] == "0000000000000000"
+    assert lines["links"] == "['lo']"
+    assert lines["root"] == "30", "the root filesystem must be read-only (EROFS)"
+    env = lines["env"]
+    assert "GIVEN" in env and "AGENTGUARD_HOST_SECRET" not in env, env
+    hung = probe.run("hang")
+    assert hung.status == "timed_out" and hung.timed_out, hung
+
+
 def test_a_timeout_kills_the_container(engine: str) -> None:
     slow = ContainerExecutor(IMAGE, {"hang": ["sleep", "60"]}, engine=engine,
                              runtime="runsc", timeout=2)
