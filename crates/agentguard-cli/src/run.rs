@@ -35,10 +35,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<u8> {
     if args.dry_run {
         let sandbox = config.commands.sandbox(config.spec, None, Streaming::Off)?;
         let invocation = sandbox.invoke(&args.name, &params).map_err(context)?;
-        let command = sandbox
+        let lines = sandbox
             .engine_command(&invocation, &sandbox.identity())
             .map_err(context)?;
-        output::write_lines([command.display()])?;
+        output::write_lines(lines)?;
         return Ok(exit::SUCCESS);
     }
     let audit = crate::config::runs_log(config.audit.as_ref())?;

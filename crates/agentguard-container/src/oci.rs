@@ -108,29 +108,17 @@ pub(crate) fn write_bundle(
     invocation: &Invocation,
     identity: &RunIdentity,
 ) -> std::result::Result<(EngineCommand, Bundle), RunError> {
-    let engine_error = |message: String| RunError::Engine {
-        engine: EngineKind::Oci,
-        message,
-    };
     let id = identity.image_id.as_deref().unwrap_or_default();
     let entry = image::entry(id).ok_or_else(|| RunError::ImageCache {
         image: spec.image().to_owned(),
         reason: format!("the cache has no entry for {id}"),
     })?;
-    let filter = default_seccomp()
-        .as_ref()
-        .map_err(|e| engine_error(e.clone()))?;
-    let rootfs = entry.rootfs();
-    let input = BundleInput {
-        rootfs: &rootfs,
-        image_env: &entry.env,
-        cgroup: format!("/agentguard/{}", identity.name),
-        seccomp: filter.clone(),
-    };
-    let config = spec
-        .oci_config(invocation, identity, &input)
-        .map_err(|e: Error| engine_error(e.to_string()))?;
+    let config = config_of(spec, invocation, identity, &entry.rootfs(), &entry.env)?;
     let dir = spec.engine().oci_bundle(&identity.name);
+    let engine_error = |message: String| RunError::Engine {
+        engine: EngineKind::Oci,
+        message,
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -155,6 +143,61 @@ pub(crate) fn command_of(
         return Ok((command, Some(bundle)));
     }
     Ok((spec.run_command(invocation, identity), None))
+}
+
+impl ContainerSpec {
+    /// For `engine = "oci"`, the `config.json` a run of `invocation` with `identity` would
+    /// write, pretty-printed (`--dry-run`); `None` for the other engines. The root file system
+    /// is the cache's entry of the image when it holds one, else where the first run would
+    /// unpack it; nothing is unpacked or written.
+    pub fn oci_dry_run(
+        &self,
+        invocation: &Invocation,
+        identity: &RunIdentity,
+    ) -> Option<std::result::Result<String, RunError>> {
+        if self.engine().kind != EngineKind::Oci {
+            return None;
+        }
+        let id = self.image().trim_start_matches("sha256:");
+        let entry = image::entry(id);
+        let rootfs = entry.as_ref().map_or_else(
+            || cache::cache_root().join("images").join(id).join("rootfs"),
+            |e| e.rootfs(),
+        );
+        let env = entry.map(|e| e.env).unwrap_or_default();
+        let result = config_of(self, invocation, identity, &rootfs, &env).and_then(|config| {
+            serde_json::to_string_pretty(&config).map_err(|e| RunError::Engine {
+                engine: EngineKind::Oci,
+                message: e.to_string(),
+            })
+        });
+        Some(result)
+    }
+}
+
+/// The `config.json` of a run over `rootfs` with the image's `env`, and this kernel's filter.
+fn config_of(
+    spec: &ContainerSpec,
+    invocation: &Invocation,
+    identity: &RunIdentity,
+    rootfs: &std::path::Path,
+    env: &[String],
+) -> std::result::Result<oci_spec::runtime::Spec, RunError> {
+    let engine_error = |message: String| RunError::Engine {
+        engine: EngineKind::Oci,
+        message,
+    };
+    let filter = default_seccomp()
+        .as_ref()
+        .map_err(|e| engine_error(e.clone()))?;
+    let input = BundleInput {
+        rootfs,
+        image_env: env,
+        cgroup: format!("/agentguard/{}", identity.name),
+        seccomp: filter.clone(),
+    };
+    spec.oci_config(invocation, identity, &input)
+        .map_err(|e: Error| engine_error(e.to_string()))
 }
 
 /// The default seccomp filter for this kernel, reduced once per process.

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use agentguard_audit::AuditSink;
 use agentguard_container::{
-    ContainerExecutor, EngineCommand, Masks, OutputMeter, Relay, RouteVariable, RunError,
-    RunIdentity,
+    ContainerExecutor, Masks, OutputMeter, Relay, RouteVariable, RunError, RunIdentity,
 };
 use agentguard_egress::{EgressProxy, Route};
 use agentguard_netpin::DnsResolver;
@@ -127,13 +126,14 @@ impl Sandbox {
         self.executor.invoke(name, args).map_err(Error::Run)
     }
 
-    /// The engine argv a run of `invocation` with `identity` would use, relay and mounts
-    /// included (`--dry-run`); creates nothing.
+    /// The engine command line a run of `invocation` with `identity` would use, relay and
+    /// mounts included, and for `engine = "oci"` the bundle's `config.json` after it
+    /// (`--dry-run`); creates nothing.
     pub fn engine_command(
         &self,
         invocation: &Invocation,
         identity: &RunIdentity,
-    ) -> Result<EngineCommand> {
+    ) -> Result<Vec<String>> {
         let mut identity = identity.clone();
         let dir = self.runs_dir.join(&identity.name);
         match self.plans.get(invocation.command()) {
@@ -157,7 +157,12 @@ impl Sandbox {
         let identity = spec
             .prepare_run(&identity)
             .map_err(|e| Error::Run(RunError::Paths(e)))?;
-        Ok(spec.run_command(invocation, &identity))
+        let mut lines = vec![spec.run_command(invocation, &identity).display()];
+        // engine = "oci": the hardening is the bundle's config.json, shown whole.
+        if let Some(config) = spec.oci_dry_run(invocation, &identity) {
+            lines.push(config.map_err(|e| Error::Run(e))?);
+        }
+        Ok(lines)
     }
 
     fn relay_at(

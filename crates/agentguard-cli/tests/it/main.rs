@@ -17,6 +17,7 @@ mod learn;
 mod mcp;
 mod mcp_cluster;
 mod mcp_wire;
+mod oci;
 mod params;
 mod per_command;
 mod policy_check;

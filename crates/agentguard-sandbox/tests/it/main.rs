@@ -334,7 +334,7 @@ async fn dry_run_argv_shows_the_relay_and_creates_nothing() {
     let argv = sandbox
         .engine_command(&sandbox.invoke("fetch", &[]).unwrap(), &identity)
         .unwrap()
-        .display();
+        .join("\n");
     let dir = sandbox.runs_dir().join(&identity.name);
     assert!(
         argv.contains(&format!(
