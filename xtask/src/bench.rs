@@ -90,6 +90,41 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// The arguments of the `container` and `mcp` benchmarks: `noop` (`true` in the busybox probe
+/// image, docker) run 41 or 15 times each way; for `mcp` also each engine's config.
+fn container_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
+    crate::image::ensure_probe_image("docker")?;
+    let dir = scratch.join(name);
+    std::fs::create_dir_all(&dir)?;
+    // The receipts timed are this run's only.
+    let _ = std::fs::remove_file(dir.join("audit.jsonl"));
+    let config = dir.join("agentguard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "image = \"{}\"\nengine = \"docker\"\n\n[commands]\nnoop = [\"true\"]\n{}",
+            crate::image::PROBE_IMAGE,
+            // The container benchmark reads the receipts' times from the log.
+            if name == "container" {
+                "\n[audit]\npath = \"audit.jsonl\"\n"
+            } else {
+                ""
+            }
+        ),
+    )?;
+    let binary = release_binary()?;
+    let mut args = vec![
+        binary.to_string_lossy().into_owned(),
+        config.to_string_lossy().into_owned(),
+        // The receipt's few milliseconds need more rounds than the MCP medians.
+        if name == "container" { "41" } else { "15" }.into(),
+    ];
+    if name == "mcp" {
+        args.extend(mcp_engines(&dir)?);
+    }
+    Ok(args)
+}
+
 /// `LABEL=CONFIG` of `noop` for each engine and runtime the MCP throughput compares.
 fn mcp_engines(dir: &std::path::Path) -> Result<Vec<String>> {
     let mut out = Vec::new();
@@ -154,39 +189,7 @@ fn bench_args(name: &str, scratch: &std::path::Path) -> Result<Vec<String>> {
             }
             args
         }
-        "container" | "mcp" => {
-            // `noop` (`true` in the busybox probe image, docker), run 15 times each way.
-            crate::image::ensure_probe_image("docker")?;
-            let dir = scratch.join(name);
-            std::fs::create_dir_all(&dir)?;
-            // The receipts timed are this run's only.
-            let _ = std::fs::remove_file(dir.join("audit.jsonl"));
-            let config = dir.join("agentguard.toml");
-            std::fs::write(
-                &config,
-                format!(
-                    "image = \"{}\"\nengine = \"docker\"\n\n[commands]\nnoop = [\"true\"]\n{}",
-                    crate::image::PROBE_IMAGE,
-                    // The container benchmark reads the receipts' times from the log.
-                    if name == "container" {
-                        "\n[audit]\npath = \"audit.jsonl\"\n"
-                    } else {
-                        ""
-                    }
-                ),
-            )?;
-            let binary = release_binary()?;
-            let mut args = vec![
-                binary.to_string_lossy().into_owned(),
-                config.to_string_lossy().into_owned(),
-                // The receipt's few milliseconds need more rounds than the MCP medians.
-                if name == "container" { "41" } else { "15" }.into(),
-            ];
-            if name == "mcp" {
-                args.extend(mcp_engines(&dir)?);
-            }
-            args
-        }
+        "container" | "mcp" => container_args(name, scratch)?,
         "egress" => {
             crate::image::ensure_probe_image("docker")?;
             crate::image::ensure_pytest_image("docker")?;

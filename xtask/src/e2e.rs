@@ -222,7 +222,10 @@ fn oci_leftovers(combo: Combo) -> Result<()> {
     let runtime = combo.runtime.unwrap_or("runc");
     let root = std::path::Path::new(agentguard_container::oci::STATE_ROOT).join(runtime);
     let state = root.join("state");
-    let listed = cmd::output(runtime, &["--root", &state.to_string_lossy(), "list", "--quiet"])?;
+    let listed = cmd::output(
+        runtime,
+        &["--root", &state.to_string_lossy(), "list", "--quiet"],
+    )?;
     if !cmd::stdout_text(&listed).is_empty() {
         bail!(
             "{runtime} containers left behind: {}",

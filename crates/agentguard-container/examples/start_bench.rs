@@ -114,88 +114,93 @@ fn main() {
     .expect("an image ID")
     .trim()
     .to_owned();
-    let cache = scratch.join("oci-cache");
     println!("| runtime | path | median wall time | ratio to raw `docker run` |");
     println!("| --- | --- | ---: | ---: |");
     for runtime in ["runc", "runsc"] {
-        let docker = config(
-            &scratch,
-            &format!("docker-{runtime}"),
-            &image,
-            "docker",
-            runtime,
-        );
-        let oci_id = config(&scratch, &format!("oci-id-{runtime}"), &id, "oci", runtime);
-        let oci_tag = config(
-            &scratch,
-            &format!("oci-tag-{runtime}"),
-            &image,
-            "oci",
-            runtime,
-        );
-        let raw = docker_argv(&binary, &docker);
-        let ours = |config: &Path| {
-            let mut command = Command::new(&binary);
-            command
-                .args(["run", "--config"])
-                .arg(config)
-                .arg("noop")
-                .env("AGENTGUARD_OCI_CACHE", &cache);
-            command
-        };
-        // Fill the cache first: these rows are cache hits.
-        timed(&mut ours(&oci_id));
-        let mut times: [Vec<Duration>; 4] = Default::default();
-        for round in 0..rounds {
-            let mut named = raw[1..].to_vec();
-            let at = named.iter().position(|a| a == "--name").expect("--name") + 1;
-            named[at] = format!("agentguard-bench-{}-raw{round}", std::process::id());
-            let mut peers: [Command; 4] = [
-                Command::new(&raw[0]),
-                ours(&docker),
-                ours(&oci_id),
-                ours(&oci_tag),
-            ];
-            peers[0].args(&named);
-            // Each round starts with another peer, so no one always follows the same one.
-            for k in 0..4 {
-                let i = (round + k) % 4;
-                times[i].push(timed(&mut peers[i]));
-            }
-        }
-        let [raw_t, docker_t, oci_id_t, oci_tag_t] = times.map(median);
-        let row = |path: &str, ms: f64| {
-            println!("| {runtime} | {path} | {ms:.0} ms | {:.2} |", ms / raw_t);
-        };
-        row(
-            "raw `docker run` with the same hardened argv and the relay taking the receipt (baseline)",
-            raw_t,
-        );
-        row("`agentguard run`, engine = \"docker\"", docker_t);
-        row(
-            "`agentguard run`, engine = \"oci\", image pinned by ID (cache hit, no store asked)",
-            oci_id_t,
-        );
-        row(
-            "`agentguard run`, engine = \"oci\", image by tag (Docker's store asked for the ID)",
-            oci_tag_t,
-        );
-        // The first run after a miss: a fresh cache each time.
-        let mut first = Vec::new();
-        for round in 0..5 {
-            let fresh = scratch.join(format!("oci-cache-miss-{runtime}-{round}"));
-            let _ = std::fs::remove_dir_all(&fresh);
-            let mut command = ours(&oci_id);
-            command.env("AGENTGUARD_OCI_CACHE", &fresh);
-            first.push(timed(&mut command));
-            let _ = std::fs::remove_dir_all(&fresh);
-        }
-        row(
-            "`agentguard run`, engine = \"oci\", the first run after a cache miss (save, verify, unpack; 5 runs)",
-            median(first),
-        );
+        runtime_rows(&binary, &scratch, &image, &id, runtime, rounds);
     }
     println!(
         "\n{rounds} rounds of `true` in {image}, the four peers alternating their order each round; the cache-miss rows are 5 runs each, with a fresh cache."
+    );
+}
+
+/// The rows of one runtime: the four peers in alternating rounds, then the cache misses.
+fn runtime_rows(binary: &str, scratch: &Path, image: &str, id: &str, runtime: &str, rounds: usize) {
+    let cache = scratch.join("oci-cache");
+    let docker = config(
+        scratch,
+        &format!("docker-{runtime}"),
+        image,
+        "docker",
+        runtime,
+    );
+    let oci_id = config(scratch, &format!("oci-id-{runtime}"), id, "oci", runtime);
+    let oci_tag = config(
+        scratch,
+        &format!("oci-tag-{runtime}"),
+        image,
+        "oci",
+        runtime,
+    );
+    let raw = docker_argv(binary, &docker);
+    let ours = |config: &Path| {
+        let mut command = Command::new(binary);
+        command
+            .args(["run", "--config"])
+            .arg(config)
+            .arg("noop")
+            .env("AGENTGUARD_OCI_CACHE", &cache);
+        command
+    };
+    // Fill the cache first: these rows are cache hits.
+    timed(&mut ours(&oci_id));
+    let mut times: [Vec<Duration>; 4] = Default::default();
+    for round in 0..rounds {
+        let mut named = raw[1..].to_vec();
+        let at = named.iter().position(|a| a == "--name").expect("--name") + 1;
+        named[at] = format!("agentguard-bench-{}-raw{round}", std::process::id());
+        let mut peers: [Command; 4] = [
+            Command::new(&raw[0]),
+            ours(&docker),
+            ours(&oci_id),
+            ours(&oci_tag),
+        ];
+        peers[0].args(&named);
+        // Each round starts with another peer, so no one always follows the same one.
+        for k in 0..4 {
+            let i = (round + k) % 4;
+            times[i].push(timed(&mut peers[i]));
+        }
+    }
+    let [raw_t, docker_t, oci_id_t, oci_tag_t] = times.map(median);
+    let row = |path: &str, ms: f64| {
+        println!("| {runtime} | {path} | {ms:.0} ms | {:.2} |", ms / raw_t);
+    };
+    row(
+        "raw `docker run` with the same hardened argv and the relay taking the receipt (baseline)",
+        raw_t,
+    );
+    row("`agentguard run`, engine = \"docker\"", docker_t);
+    row(
+        "`agentguard run`, engine = \"oci\", image pinned by ID (cache hit, no store asked)",
+        oci_id_t,
+    );
+    row(
+        "`agentguard run`, engine = \"oci\", image by tag (Docker's store asked for the ID)",
+        oci_tag_t,
+    );
+    // The first run after a miss: a fresh cache each time.
+    let mut first = Vec::new();
+    for round in 0..5 {
+        let fresh = scratch.join(format!("oci-cache-miss-{runtime}-{round}"));
+        let _ = std::fs::remove_dir_all(&fresh);
+        let mut command = ours(&oci_id);
+        command.env("AGENTGUARD_OCI_CACHE", &fresh);
+        first.push(timed(&mut command));
+        let _ = std::fs::remove_dir_all(&fresh);
+    }
+    row(
+        "`agentguard run`, engine = \"oci\", the first run after a cache miss (save, verify, unpack; 5 runs)",
+        median(first),
     );
 }

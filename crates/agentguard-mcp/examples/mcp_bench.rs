@@ -186,7 +186,11 @@ fn main() {
     println!(
         "\n{rounds} alternating rounds of the call; {rounds} server starts; docker with its default runtime, the busybox probe image."
     );
-    let engines: Vec<String> = args.collect();
+    throughput_rows(&binary, args.collect());
+}
+
+/// Tool calls per second through one warm server of each `LABEL=CONFIG`, 8 in flight.
+fn throughput_rows(binary: &str, engines: Vec<String>) {
     if engines.is_empty() {
         return;
     }
@@ -198,7 +202,7 @@ fn main() {
     for pair in engines {
         let (label, config) = pair.split_once('=').expect("LABEL=CONFIG");
         // Eight slots, so that eight calls run at once (the default is the core count).
-        let mut server = Server::start_with(&binary, config, &["--max-concurrent", "8"]);
+        let mut server = Server::start_with(binary, config, &["--max-concurrent", "8"]);
         server.initialize();
         server.throughput(100, 8, 8);
         let seconds = server.throughput(1000, 64, 8);

@@ -160,7 +160,7 @@ impl Sandbox {
         let mut lines = vec![spec.run_command(invocation, &identity).display()];
         // engine = "oci": the hardening is the bundle's config.json, shown whole.
         if let Some(config) = spec.oci_dry_run(invocation, &identity) {
-            lines.push(config.map_err(|e| Error::Run(e))?);
+            lines.push(config.map_err(Error::Run)?);
         }
         Ok(lines)
     }
