@@ -51,10 +51,8 @@ pub fn swept_runtimes() -> Vec<(crate::engine::Engine, Vec<String>)> {
             kind: EngineKind::Oci,
             program: PathBuf::from(runtime.as_str()),
         };
-        let mut spec = ContainerSpec::hardened(String::new());
-        spec.engine = engine.clone();
-        spec.runtime = Some(runtime);
-        found.push((engine, spec.global_args()));
+        let global = engine.oci_global_args(runtime.is_gvisor());
+        found.push((engine, global));
     }
     found.sort_by(|a, b| a.0.program.cmp(&b.0.program));
     found
@@ -160,8 +158,13 @@ impl ContainerSpec {
         }
         let id = self.image().trim_start_matches("sha256:");
         let entry = image::entry(id);
+        // A tag or digest names no cache entry until a run reads its ID from the store.
+        let id = match id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            true => id.to_owned(),
+            false => format!("<the ID of {}>", self.image()),
+        };
         let rootfs = entry.as_ref().map_or_else(
-            || cache::cache_root().join("images").join(id).join("rootfs"),
+            || cache::cache_root().join("images").join(&id).join("rootfs"),
             |e| e.rootfs(),
         );
         let env = entry.map(|e| e.env).unwrap_or_default();
