@@ -1,6 +1,8 @@
 # Two tools flood their own egress proxies inside one `agentguard mcp` process while a third,
 # network = "none", is called: the independent Python client (PyPI `mcp`) calls the floods
-# concurrently, then the third, and prints the three results as one JSON line.
+# concurrently, then the third while both still run (three run slots, so it never waits for
+# theirs: what is tested is the descriptor budget, not how fast a flood's kill ends), and
+# prints the three results as one JSON line.
 # Usage: mcp_flood.py PRLIMIT_NOFILE AGENTGUARD CONFIG
 import asyncio, json, sys
 from mcp import Client
@@ -8,7 +10,8 @@ from mcp.client.stdio import StdioServerParameters
 
 async def main(nofile, binary, config):
     params = StdioServerParameters(
-        command="prlimit", args=[f"--nofile={nofile}:{nofile}", "--", binary, "mcp", "--config", config])
+        command="prlimit", args=[f"--nofile={nofile}:{nofile}", "--", binary, "mcp", "--config", config,
+                                  "--max-concurrent", "3"])
     async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
         await client.list_tools()
         floods = [asyncio.create_task(client.call_tool(t, {}, read_timeout_seconds=300))
