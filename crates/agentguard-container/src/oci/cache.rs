@@ -52,7 +52,7 @@ pub(crate) fn open(root: &Path) -> Result<PathBuf, String> {
         .mode(0o700)
         .create(&images)
         .map_err(|e| format!("making the cache {}: {e}", images.display()))?;
-    let uid = effective_uid();
+    let uid = crate::values::own_ids().map_or(u32::MAX, |(uid, _)| uid);
     for dir in [root, images.as_path()] {
         let meta = std::fs::symlink_metadata(dir)
             .map_err(|e| format!("reading the cache {}: {e}", dir.display()))?;
@@ -73,18 +73,6 @@ pub(crate) fn open(root: &Path) -> Result<PathBuf, String> {
         }
     }
     Ok(images)
-}
-
-/// This process's effective uid, from `/proc/self/status` (no unsafe code).
-fn effective_uid() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|v| v.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
-        })
-        .unwrap_or(u32::MAX)
 }
 
 /// The entry of image `id` (bare hex), if the cache holds a complete one.
