@@ -32,7 +32,7 @@ const BENCHES: &[(&str, &str, &str, &str)] = &[
         "connect",
         "agentguard-egress",
         "proxy_bench",
-        "Connection setup: sequential CONNECT-to-200 round trips (connect, CONNECT, read the 200, close) against a direct TCP connect, tinyproxy, squid and HAProxy in `mode tcp`, all dialing one upstream that answers a request head with a 200 (HAProxy relays the CONNECT to it, so the client's round trip is the same) and closes when its client does; with each proxy's CPU, system calls and context switches per round trip. agentguard resolves the name through a warm resolver (the test DNS answers with a TTL); the others are given the IP.",
+        "Connection setup: sequential CONNECT-to-200 round trips (connect, CONNECT, read the 200, close) against a direct TCP connect, tinyproxy, squid and HAProxy in `mode tcp`, all dialing one upstream that answers a request head with a 200 (HAProxy relays the CONNECT to it, so the client's round trip is the same) and closes when its client does; with each proxy's CPU, system calls and context switches per round trip. agentguard resolves the name through a warm resolver (the test DNS answers with a TTL); the others are given the IP. Two methods in the same rounds: the benchmark's own tokio client, and a plain sequential Python client with blocking sockets, a process of its own (`sequential_client.py`). agentguard is measured twice: without an audit log, and with `--audit` (flush durability, the CLI's), whose log must hold an event for every decision.",
     ),
     (
         "tunnel-tls",

@@ -36,7 +36,7 @@ pub use log::AuditLog;
 pub use options::{Durability, LogOptions, Repair};
 pub use problem::{Problem, ProblemKind};
 pub use provenance::{AGENTGUARD_VERSION, canonical_sha256, invoker, sha256_hex};
-pub use sink::{AuditSink, MemorySink, Receipt};
+pub use sink::{Attempt, AuditSink, MemorySink, Receipt};
 pub use stream::{
     LISTENING_PREFIX, Read, STREAM_VERSION, StreamReader, StreamSink, StreamSummary, note_line,
 };

@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::event::{Decision, Event, Kind};
 use crate::file::{Position, catch_up, io, open, resume};
 use crate::options::{Durability, LogOptions, Repair};
-use crate::sink::{AuditSink, Receipt};
+use crate::sink::{Attempt, AuditSink, Receipt};
 
 /// How much buffered mode keeps before it writes without waiting for the interval.
 const BUFFER: usize = 64 * 1024;
@@ -214,6 +214,12 @@ impl AuditSink for AuditLog {
     fn record(&self, event: Event) -> Result<Receipt> {
         self.inner.record(event)
     }
+
+    /// At once in flush and buffered modes while neither this handle's mutex nor the file's
+    /// lock is held elsewhere (the seal and one `write`, or none while buffering).
+    fn try_record_now(&self, event: Event) -> Attempt {
+        self.inner.try_record_now(event)
+    }
 }
 
 impl Inner {
@@ -231,13 +237,22 @@ impl Inner {
         self.poisoned(&cause)
     }
 
-    /// Takes the file's lock (waiting for another writer's lease to end) and picks up the
-    /// lines other writers appended since this handle's last one.
-    fn acquire(&self, state: &mut State) -> Result<()> {
+    /// Takes the file's lock (waiting for another writer's lease to end, unless `wait` is
+    /// false: then `Ok(false)`) and picks up the lines other writers appended since this
+    /// handle's last one.
+    fn acquire(&self, state: &mut State, wait: bool) -> Result<bool> {
         if state.locked.is_some() {
-            return Ok(());
+            return Ok(true);
         }
-        state.file.lock().map_err(io(&self.path, "lock"))?;
+        if wait {
+            state.file.lock().map_err(io(&self.path, "lock"))?;
+        } else {
+            match state.file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(&self.path, "lock")(e)),
+            }
+        }
         state.locked = Some(Instant::now());
         self.lease.notify_one();
         let State { file, position, .. } = state;
@@ -246,7 +261,7 @@ impl Inner {
             return Err(e);
         }
         self.commit.written(state.position.chain.next_seq);
-        Ok(())
+        Ok(true)
     }
 
     fn release(&self, state: &mut State) {
@@ -256,30 +271,7 @@ impl Inner {
     }
 
     fn record(&self, event: Event) -> Result<Receipt> {
-        let sealed = {
-            let mut state = lock(&self.state);
-            if let Some(cause) = &state.poisoned {
-                return Err(self.poisoned(cause));
-            }
-            self.acquire(&mut state)?;
-            let sealed = match state.position.chain.seal(&event, SystemTime::now()) {
-                Ok(sealed) => sealed,
-                Err(e) => {
-                    if state.pending.is_empty() {
-                        self.release(&mut state);
-                    }
-                    return Err(e);
-                }
-            };
-            state.position.end += sealed.line.len() as u64;
-            state.position.lines += 1;
-            state.last_append = Instant::now();
-            state.pending.extend_from_slice(sealed.line.as_bytes());
-            if self.durability != Durability::Buffered || state.pending.len() >= BUFFER {
-                self.write_pending(&mut state, false)?;
-            }
-            sealed
-        };
+        let sealed = self.append(&mut lock(&self.state), event)?;
         if self.durability == Durability::Fsync {
             self.commit.sync_upto(sealed.seq + 1)?;
         }
@@ -287,6 +279,51 @@ impl Inner {
             seq: sealed.seq,
             hash: sealed.hash,
         })
+    }
+
+    fn try_record_now(&self, event: Event) -> Attempt {
+        let mut state = match self.state.try_lock() {
+            _ if self.durability == Durability::Fsync => return Attempt::WouldWait(event),
+            Ok(state) => state,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Attempt::WouldWait(event),
+        };
+        if state.poisoned.is_none() {
+            match self.acquire(&mut state, false) {
+                Ok(true) => {}
+                Ok(false) => return Attempt::WouldWait(event),
+                Err(e) => return Attempt::Done(Err(e)),
+            }
+        }
+        Attempt::Done(self.append(&mut state, event).map(|sealed| Receipt {
+            seq: sealed.seq,
+            hash: sealed.hash,
+        }))
+    }
+
+    /// Seals `event` and writes it (or buffers it), taking the file's lock if need be.
+    fn append(&self, state: &mut State, event: Event) -> Result<crate::chain::Sealed> {
+        if let Some(cause) = &state.poisoned {
+            return Err(self.poisoned(cause));
+        }
+        self.acquire(state, true)?;
+        let sealed = match state.position.chain.seal(&event, SystemTime::now()) {
+            Ok(sealed) => sealed,
+            Err(e) => {
+                if state.pending.is_empty() {
+                    self.release(state);
+                }
+                return Err(e);
+            }
+        };
+        state.position.end += sealed.line.len() as u64;
+        state.position.lines += 1;
+        state.last_append = Instant::now();
+        state.pending.extend_from_slice(sealed.line.as_bytes());
+        if self.durability != Durability::Buffered || state.pending.len() >= BUFFER {
+            self.write_pending(state, false)?;
+        }
+        Ok(sealed)
     }
 
     /// Writes the sealed lines, and with `release`, lets go of the lock.

@@ -19,16 +19,37 @@ pub struct Receipt {
     pub hash: String,
 }
 
+/// What [`AuditSink::try_record_now`] did.
+#[derive(Debug)]
+pub enum Attempt {
+    /// Recorded, or failed, as [`AuditSink::record`] would have.
+    Done(Result<Receipt>),
+    /// Not tried, since recording would have waited: the event, handed back.
+    WouldWait(Event),
+}
+
 /// Records decisions. Implementations never interleave events and never reuse a sequence
 /// number; `record` returns only once the event is as durable as the sink promises.
 pub trait AuditSink: Send + Sync {
     /// Records one event.
     fn record(&self, event: Event) -> Result<Receipt>;
+
+    /// Records `event` only if that needs no wait: no lock another thread or process holds, no
+    /// `fsync`, at most the sink's own work and one write to the operating system, which an
+    /// event-loop thread may do. Otherwise hands the event back, for [`AuditSink::record`] on
+    /// a thread that may block. The default hands every event back.
+    fn try_record_now(&self, event: Event) -> Attempt {
+        Attempt::WouldWait(event)
+    }
 }
 
 impl<T: AuditSink + ?Sized> AuditSink for Arc<T> {
     fn record(&self, event: Event) -> Result<Receipt> {
         (**self).record(event)
+    }
+
+    fn try_record_now(&self, event: Event) -> Attempt {
+        (**self).try_record_now(event)
     }
 }
 
@@ -117,5 +138,10 @@ impl AuditSink for MemorySink {
             seq: sealed.seq,
             hash: sealed.hash,
         })
+    }
+
+    /// Memory only: always at once.
+    fn try_record_now(&self, event: Event) -> Attempt {
+        Attempt::Done(self.record(event))
     }
 }

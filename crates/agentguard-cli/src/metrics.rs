@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use agentguard_audit::{AuditSink, Decision, Event, Kind, Receipt};
+use agentguard_audit::{Attempt, AuditSink, Decision, Event, Kind, Receipt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -233,6 +233,18 @@ impl AuditSink for Metered {
         };
         self.metrics.count(seen);
         Ok(receipt)
+    }
+
+    fn try_record_now(&self, event: Event) -> Attempt {
+        let seen = Seen::of(&event);
+        let attempt = match &self.inner {
+            Some(sink) => sink.try_record_now(event),
+            None => return Attempt::Done(self.record(event)),
+        };
+        if matches!(attempt, Attempt::Done(Ok(_))) {
+            self.metrics.count(seen);
+        }
+        attempt
     }
 }
 

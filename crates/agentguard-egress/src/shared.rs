@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use agentguard_audit::{AuditSink, Event};
+use agentguard_audit::{Attempt, AuditSink, Event};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Semaphore;
 
@@ -29,22 +29,35 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Records an event off the async threads; the caller waits only as long as the sink's
-    /// durability requires. Returns false when the event could not be recorded.
+    /// Records an event at once when the sink can do so without waiting (a log in flush
+    /// mode whose lock is free: one `write`), otherwise off the async threads; the caller
+    /// waits only as long as the sink's durability requires. Returns false when the event
+    /// could not be recorded.
     pub(crate) async fn record(&self, event: Event) -> bool {
         let Some(sink) = self.audit.clone() else {
             return true;
         };
+        let event = match sink.try_record_now(event) {
+            Attempt::Done(result) => return recorded(result),
+            Attempt::WouldWait(event) => event,
+        };
         match tokio::task::spawn_blocking(move || sink.record(event)).await {
-            Ok(Ok(_)) => true,
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "audit event could not be recorded");
-                false
-            }
+            Ok(result) => recorded(result),
             Err(e) => {
                 tracing::error!(error = %e, "audit task failed");
                 false
             }
+        }
+    }
+}
+
+/// Whether the event was recorded; logs why not.
+fn recorded(result: agentguard_audit::Result<agentguard_audit::Receipt>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::error!(error = %e, "audit event could not be recorded");
+            false
         }
     }
 }

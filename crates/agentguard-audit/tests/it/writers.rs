@@ -5,7 +5,9 @@
 use std::fs;
 use std::path::Path;
 
-use agentguard_audit::{AuditLog, AuditSink, Decision, Error, Event, LogOptions, ProblemKind};
+use agentguard_audit::{
+    Attempt, AuditLog, AuditSink, Decision, Error, Event, LogOptions, ProblemKind,
+};
 
 use crate::key;
 
@@ -115,4 +117,50 @@ fn a_torn_head_is_named_as_a_torn_tail() {
     });
     let err = appended.unwrap_err();
     assert!(matches!(&err, Error::TornTail { .. }), "{err}");
+}
+
+/// What `try_record_now` did: the receipt's number, or the event handed back.
+fn now(log: &impl AuditSink, event: Event) -> Result<u64, Event> {
+    match log.try_record_now(event) {
+        Attempt::Done(receipt) => Ok(receipt.unwrap().seq),
+        Attempt::WouldWait(event) => Err(event),
+    }
+}
+
+#[test]
+fn an_event_is_recorded_at_once_only_while_nothing_else_holds_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path, LogOptions::default()).unwrap();
+    // Another process's lease, as far as the file's lock is concerned.
+    let other = fs::File::open(&path).unwrap();
+    other.lock().unwrap();
+    assert_eq!(now(&log, event(0)), Err(event(0)), "handed back, unchanged");
+    other.unlock().unwrap();
+    let first = now(&log, event(0)).expect("the lock is free: at once");
+    // This handle holds the lease now: the next one needs no lock call at all.
+    assert_eq!(now(&log, event(1)), Ok(first + 1));
+    drop(log);
+    let file = std::io::BufReader::new(fs::File::open(&path).unwrap());
+    let summary = agentguard_audit::verify(file, None).unwrap();
+    assert_eq!(summary.events, 2, "{summary:?}");
+}
+
+#[test]
+fn in_fsync_mode_every_event_waits_for_the_blocking_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let options = LogOptions {
+        durability: agentguard_audit::Durability::Fsync,
+        ..LogOptions::default()
+    };
+    let log = AuditLog::open(&path, options).unwrap();
+    assert_eq!(now(&log, event(0)), Err(event(0)));
+    log.record(event(0)).unwrap();
+    assert_eq!(
+        now(&log, event(1)),
+        Err(event(1)),
+        "even with the lease held"
+    );
+    assert_eq!(fs::read_to_string(&path).unwrap().lines().count(), 1);
 }

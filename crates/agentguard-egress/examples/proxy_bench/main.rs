@@ -16,9 +16,10 @@
 //!   holds (the cap it derives from the descriptor limit), how fast it refuses the rest, its
 //!   resident memory and open file descriptors per tunnel, and that every one closes cleanly
 //!   afterwards.
-//!
 //! * `reload`: CONNECT-to-200 decisions per second through a proxy whose policy file is
 //!   reloaded by SIGHUP every 100 ms, against the same proxy left alone, in the same rounds.
+//!
+//! * `serve`: the setup modes' test DNS and responder, printed and left running (profiling).
 //!
 //! Markdown tables go to stdout for docs/PERFORMANCE.md. Run through `cargo xtask bench`.
 //!
@@ -139,7 +140,7 @@ async fn try_connect_via(proxy: SocketAddr, target: &str) -> Result<(TcpStream, 
 }
 
 /// Set in the TLS modes: the source is on 443 and clients send a ClientHello.
-static TLS: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+pub(crate) static TLS: std::sync::OnceLock<()> = std::sync::OnceLock::new();
 
 /// A real ClientHello for bulk.example.test, made once by rustls.
 fn hello() -> &'static [u8] {
@@ -318,6 +319,7 @@ async fn idle(binary: &str) {
         dns.addr(),
         echo.addr().port(),
         None,
+        &[],
     );
     let target = proxy
         .target(echo.addr().port())
@@ -391,6 +393,7 @@ async fn main() {
         "setup" | "setup-tls" => setup::setup(&binary, &extra, &dir).await,
         "idle" => idle(&binary).await,
         "reload" => reload::reload(&binary, &dir).await,
+        "serve" => setup::serve().await,
         other => panic!("unknown mode {other:?}"),
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -151,15 +151,17 @@ pub(crate) fn wait_listening(addr: SocketAddr, what: &str) {
 /// `--max-connections 20000` (the descriptors allow fewer under the derived default), or with
 /// `None`, the proxy's own default.
 pub(crate) fn start_agentguard(label: &str, binary: &str, dns: SocketAddr, port: u16) -> Proxy {
-    start_agentguard_with(label, binary, dns, port, Some("20000"))
+    start_agentguard_with(label, binary, dns, port, Some("20000"), &[])
 }
 
+/// The proxy with `--max-connections` (see [`start_agentguard`]) and `more` arguments.
 pub(crate) fn start_agentguard_with(
     label: &str,
     binary: &str,
     dns: SocketAddr,
     port: u16,
     max_connections: Option<&str>,
+    more: &[&std::ffi::OsStr],
 ) -> Proxy {
     let cap: Vec<&str> = max_connections
         .map(|n| vec!["--max-connections", n])
@@ -181,6 +183,7 @@ pub(crate) fn start_agentguard_with(
             &dns.to_string(),
         ])
         .args(cap)
+        .args(more)
         .stdout(Stdio::piped())
         .spawn()
         .expect("start agentguard egress-proxy");

@@ -2,6 +2,7 @@
 //! TLS upstreams on 127.0.0.2 (allowed through an allow-CIDR, standing in for a public address)
 //! and 127.0.0.3 (standing in for a private one), raw clients, curl and Python.
 
+mod audit_log;
 mod clients;
 mod hardening;
 mod hostile;
