@@ -215,7 +215,7 @@ pub(crate) async fn setup(binary: &str, extra: &[String], dir: &Path) {
     let expected = 1 + (SETUP_ROUNDS + 1) * SETUP_CONNECTIONS + python;
     assert_eq!(connects, expected, "decisions in the audited proxy's log");
     println!(
-        "\n{SETUP_CONNECTIONS} sequential round trips per round, {SETUP_ROUNDS} rounds, each starting with the next client and path (medians); system calls and switches from `perf stat` over one more round each of the Rust client. `agentguard egress-proxy` in this run: {}. The audited proxy's log holds {} events, a decision for each of its {connects} connections and their closes.",
+        "{SETUP_CONNECTIONS} sequential round trips per round, {SETUP_ROUNDS} rounds, each starting with the next client and path (medians); system calls and switches from `perf stat` over one more round each of the Rust client. `agentguard egress-proxy` in this run: {}. The audited proxy's log holds {} events, a decision for each of its {connects} connections and their closes.",
         ratios.join("; "),
         text.lines().count()
     );
@@ -286,7 +286,7 @@ fn print_setup(
     let (b, b50, b99) = summarize(m.base);
     let counted = traces.is_some();
     let mut traces = traces.unwrap_or_default().into_iter();
-    println!("\nWith {}:\n", client.name());
+    println!("With {}:\n", client.name());
     let more = if counted {
         " proxy system calls per round trip | proxy context switches per round trip |"
     } else {
@@ -323,5 +323,6 @@ fn print_setup(
             cpu * 1e6 / total
         );
     }
+    println!();
     rates
 }
