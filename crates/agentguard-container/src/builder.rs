@@ -226,6 +226,7 @@ impl ContainerSpecBuilder {
         crate::effective::check_limits(&spec)?;
         crate::effective::check_commands(&mut spec)?;
         validate_pin(&spec.image, spec.require_digest)?;
+        validate_layout(&spec)?;
         settle_runtime(&mut spec)?;
         spec.rootless = crate::rootless::is_rootless(&spec.engine);
         Ok(spec)
@@ -274,6 +275,19 @@ fn validate_pin(image: &str, require_digest: bool) -> Result<()> {
                 "a sha256 digest or image ID is 64 lower-case hex digits",
             ))
         }
+        _ => Ok(()),
+    }
+}
+
+/// An image layout (`oci:PATH`) is well formed and runs on `engine = "oci"` only.
+fn validate_layout(spec: &ContainerSpec) -> Result<()> {
+    match crate::spec::layout(&spec.image) {
+        Some(Err(why)) => Err(invalid("image", &spec.image, why)),
+        Some(Ok(_)) if spec.engine.kind != EngineKind::Oci => Err(invalid(
+            "image",
+            &spec.image,
+            "an OCI image layout (oci:PATH) runs only with engine = \"oci\"; Docker and Podman run images from their own stores",
+        )),
         _ => Ok(()),
     }
 }

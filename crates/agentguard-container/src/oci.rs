@@ -13,6 +13,7 @@
 pub(crate) mod cache;
 pub(crate) mod config;
 pub(crate) mod image;
+pub(crate) mod layout;
 pub(crate) mod seccomp;
 pub(crate) mod sweep;
 pub(crate) mod unpack;

@@ -241,6 +241,55 @@ impl ContainerSpec {
     }
 }
 
+/// What `image = "oci:..."` names: an OCI image layout directory, and which of its manifests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub(crate) dir: std::path::PathBuf,
+    pub(crate) select: LayoutSelect,
+}
+
+/// Which manifest of a layout's `index.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LayoutSelect {
+    /// The only one.
+    Only,
+    /// `oci:PATH:TAG`: the one whose `org.opencontainers.image.ref.name` is TAG.
+    Tag(String),
+    /// `oci:PATH@sha256:HEX`: the one with this digest.
+    Digest(String),
+}
+
+/// Parses `oci:PATH`, `oci:PATH:TAG` (the tag follows the last `:` of the last path
+/// component) or `oci:PATH@sha256:HEX`; `None` when `image` names no layout.
+pub(crate) fn layout(image: &str) -> Option<Result<Layout, String>> {
+    let rest = image.strip_prefix("oci:")?;
+    let (path, select) = match rest.split_once("@sha256:") {
+        Some((path, hex)) => (path, LayoutSelect::Digest(hex.to_owned())),
+        None => {
+            let last = rest.rfind('/').map_or(0, |i| i + 1);
+            match rest[last..].rfind(':') {
+                Some(i) => (
+                    &rest[..last + i],
+                    LayoutSelect::Tag(rest[last + i + 1..].to_owned()),
+                ),
+                None => (rest, LayoutSelect::Only),
+            }
+        }
+    };
+    Some(
+        if !path.starts_with('/') || path.split('/').any(|c| c == "..") {
+            Err("an OCI image layout is named by an absolute path without `..`: oci:/PATH, oci:/PATH:TAG or oci:/PATH@sha256:<manifest digest>".to_owned())
+        } else if select == LayoutSelect::Tag(String::new()) {
+            Err("the tag after the last `:` is empty".to_owned())
+        } else {
+            Ok(Layout {
+                dir: path.into(),
+                select,
+            })
+        },
+    )
+}
+
 pub(crate) fn image_pin(image: &str) -> ImagePin {
     if let Some(id) = image.strip_prefix("sha256:") {
         ImagePin::Id(id.to_owned())

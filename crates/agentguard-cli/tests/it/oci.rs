@@ -96,3 +96,47 @@ fn a_runtime_path_is_for_engine_oci_and_podman_not_docker() {
         }
     }
 }
+
+#[test]
+fn an_image_layout_is_for_engine_oci_and_named_by_an_absolute_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentguard.toml");
+    for (engine, image, refusal) in [
+        (
+            "docker",
+            "oci:/srv/images:v1",
+            Some("runs only with engine = \"oci\""),
+        ),
+        (
+            "podman",
+            "oci:/srv/images",
+            Some("runs only with engine = \"oci\""),
+        ),
+        ("oci", "oci:images:v1", Some("named by an absolute path")),
+        ("oci", "oci:/srv/images:v1", None),
+    ] {
+        std::fs::write(
+            &path,
+            format!("image = \"{image}\"\nengine = \"{engine}\"\n\n[commands]\nt = [\"true\"]\n"),
+        )
+        .unwrap();
+        let out = agentguard(&["run", "--config", path.to_str().unwrap(), "t", "--dry-run"]);
+        match refusal {
+            Some(why) => {
+                assert_eq!(
+                    out.status.code(),
+                    Some(2),
+                    "{engine} {image}: {}",
+                    stderr(&out)
+                );
+                assert!(
+                    stderr(&out).contains(why),
+                    "{engine} {image}: {}",
+                    stderr(&out)
+                );
+            }
+            // The dry run names the image as given; nothing is read or unpacked.
+            None => assert!(out.status.success(), "{}", stderr(&out)),
+        }
+    }
+}

@@ -80,15 +80,32 @@ pub(crate) fn lookup(images: &Path, id: &str) -> Option<Entry> {
     let dir = images.join(id);
     let text = std::fs::read_to_string(dir.join("image.json")).ok()?;
     let meta: Value = serde_json::from_str(&text).ok()?;
-    let env = meta["env"]
-        .as_array()?
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
+    meta["env"].as_array()?;
+    let env = strings(&meta["env"]);
     Some(Entry { dir, env })
 }
 
+/// The strings of a JSON array (none when it is not one).
+pub(crate) fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
 /// A folder an entry is built in, removed on drop unless it was put in place.
+/// The layout directory an entry was unpacked from (`oci:PATH`), when it was.
+pub(crate) fn layout_of(images: &Path, id: &str) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(images.join(id).join("image.json")).ok()?;
+    let meta: Value = serde_json::from_str(&text).ok()?;
+    meta["source"]
+        .as_str()?
+        .strip_prefix("oci:")
+        .map(PathBuf::from)
+}
+
 pub(crate) struct Building {
     pub(crate) dir: PathBuf,
     placed: bool,
@@ -124,6 +141,7 @@ impl Building {
         id: &str,
         env: Vec<String>,
         layers: &[String],
+        source: Option<&str>,
     ) -> Result<Entry, String> {
         let rootfs = self.dir.join("rootfs");
         for folder in MOUNT_FOLDERS {
@@ -132,7 +150,11 @@ impl Building {
         for file in MOUNT_FILES {
             super::unpack::make_inside(&rootfs, file, true)?;
         }
-        let meta = serde_json::json!({"id": format!("sha256:{id}"), "env": env, "layers": layers});
+        let mut meta =
+            serde_json::json!({"id": format!("sha256:{id}"), "env": env, "layers": layers});
+        if let Some(source) = source {
+            meta["source"] = source.into();
+        }
         std::fs::write(self.dir.join("image.json"), meta.to_string())
             .map_err(|e| format!("writing image.json: {e}"))?;
         let target = images.join(id);
@@ -167,7 +189,7 @@ mod tests {
         let building = Building::start(&images, &id).unwrap();
         let temporary = building.dir.clone();
         let entry = building
-            .finish(&images, &id, vec!["PATH=/bin".into()], &[])
+            .finish(&images, &id, vec!["PATH=/bin".into()], &[], None)
             .unwrap();
         assert!(!temporary.exists());
         assert_eq!(lookup(&images, &id), Some(entry.clone()));
@@ -176,7 +198,7 @@ mod tests {
         // A second build of the same image finds the first in place and is removed.
         let again = Building::start(&images, &id).unwrap();
         let second = again.dir.clone();
-        again.finish(&images, &id, Vec::new(), &[]).unwrap();
+        again.finish(&images, &id, Vec::new(), &[], None).unwrap();
         assert!(!second.exists());
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
         let error = open(&root).unwrap_err();

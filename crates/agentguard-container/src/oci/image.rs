@@ -4,7 +4,8 @@
 //! Otherwise the local Docker store, then Podman's, is asked for the image's ID (the pin
 //! checked as for those engines); a cache miss then saves the image from that store
 //! (`save`, never a pull), checks the config's SHA-256 against the ID and each layer's against
-//! the config's `rootfs.diff_ids`, and unpacks the layers in order.
+//! the config's `rootfs.diff_ids`, and unpacks the layers in order. An image layout directory
+//! (`oci:PATH`) is read by the layout module instead, asking no store.
 
 use std::path::Path;
 
@@ -32,6 +33,13 @@ pub(crate) async fn resolve(spec: &ContainerSpec) -> Result<String, RunError> {
         .await
         .map_err(|e| failed(e.to_string()))?
         .map_err(&failed)?;
+    if let Some(layout) = crate::spec::layout(spec.image()) {
+        let layout = layout.map_err(&failed)?;
+        return tokio::task::spawn_blocking(move || super::layout::resolve(&layout, &images))
+            .await
+            .map_err(|e| failed(e.to_string()))?
+            .map_err(&failed);
+    }
     if let ImagePin::Id(want) = spec.image_pin() {
         let bare = want.trim_start_matches("sha256:");
         if bare.len() == 64 && cache::lookup(&images, bare).is_some() {
@@ -130,8 +138,8 @@ fn build(building: Building, images: &Path, id: &str) -> Result<(), String> {
         ));
     }
     let config: Value = read_json(&config_path)?;
-    let diff_ids: Vec<String> = strings(&config["rootfs"]["diff_ids"]);
-    let layers: Vec<String> = strings(&item["Layers"]);
+    let diff_ids: Vec<String> = cache::strings(&config["rootfs"]["diff_ids"]);
+    let layers: Vec<String> = cache::strings(&item["Layers"]);
     if diff_ids.len() != layers.len() {
         return Err(format!(
             "the image's config lists {} layers, its manifest {}",
@@ -149,23 +157,14 @@ fn build(building: Building, images: &Path, id: &str) -> Result<(), String> {
         apply_layer(&rootfs, &saved.join(layer), diff_id)?;
     }
     std::fs::remove_dir_all(&saved).map_err(|e| e.to_string())?;
-    let env = strings(&config["config"]["Env"]);
-    building.finish(images, id, env, &diff_ids).map(drop)
+    let env = cache::strings(&config["config"]["Env"]);
+    building.finish(images, id, env, &diff_ids, None).map(drop)
 }
 
 fn read_json(path: &Path) -> Result<Value, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect()
 }
 
 /// The cache entries no local store holds any more (and folders left half built by a process
@@ -187,6 +186,12 @@ pub async fn sweep_cache(dry_run: bool) -> std::io::Result<Vec<crate::gc::Stale>
             Some(rest) => {
                 let pid = rest.rsplit('-').nth(1).unwrap_or_default();
                 crate::gc::owner_gone(pid, "")
+            }
+            // From a layout: kept while the layout is there.
+            None if cache::layout_of(&images, &name)
+                .is_some_and(|d| d.join("index.json").is_file()) =>
+            {
+                None
             }
             None => {
                 let mut held = false;

@@ -207,10 +207,16 @@ pub(crate) fn make_inside(root: &Path, relative: &str, file: bool) -> Result<(),
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn layer(dir: &Path, name: &str, entries: &[(&str, Option<&[u8]>)]) -> (PathBuf, String) {
+    /// A layer tar `name` in `dir` of `entries` (a folder when the content is `None`); its
+    /// path and digest (`sha256:<hex>`).
+    pub(crate) fn layer(
+        dir: &Path,
+        name: &str,
+        entries: &[(&str, Option<&[u8]>)],
+    ) -> (PathBuf, String) {
         let path = dir.join(name);
         let mut builder = tar::Builder::new(File::create(&path).unwrap());
         for (entry, content) in entries {

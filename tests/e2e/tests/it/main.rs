@@ -10,6 +10,7 @@ mod learn;
 mod limits;
 mod mcp;
 mod oci;
+mod oci_layout;
 mod params;
 mod receipt;
 mod rootless;
