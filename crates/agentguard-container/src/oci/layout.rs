@@ -243,7 +243,9 @@ fn build(image: &Image, dir: &Path, images: &Path) -> Result<(), String> {
 fn copy_checked(from: &Path, layer: &Descriptor, to: &Path) -> Result<(), String> {
     let file = std::fs::File::open(from).map_err(|e| format!("reading {}: {e}", from.display()))?;
     let mut hashing = Hashing {
-        inner: file,
+        // One byte past the descriptor's size is enough to refuse a longer blob (or a link
+        // to an endless file) without reading it all.
+        inner: file.take(layer.size.saturating_add(1)),
         hasher: Sha256::new(),
         size: 0,
     };

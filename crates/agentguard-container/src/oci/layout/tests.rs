@@ -176,3 +176,27 @@ fn a_layout_reference_is_absolute_and_its_tag_follows_the_last_colon() {
     }
     assert!(layout("localhost/tools:1").is_none());
 }
+
+#[test]
+fn a_layer_that_is_a_link_to_an_endless_file_is_read_only_past_its_size() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("layout");
+    let (manifest, _) = make_layout(&dir, temp.path(), LAYER_TAR);
+    let text = std::fs::read(
+        dir.join("blobs/sha256")
+            .join(&manifest["digest"].as_str().unwrap()[7..]),
+    );
+    let layers: Value = serde_json::from_slice(&text.unwrap()).unwrap();
+    let plain = dir
+        .join("blobs/sha256")
+        .join(&layers["layers"][0]["digest"].as_str().unwrap()[7..]);
+    std::fs::remove_file(&plain).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &plain).unwrap();
+    let images = cache::open(&temp.path().join("cache")).unwrap();
+    let error = resolve(&parsed(&format!("oci:{}", dir.display())), &images).unwrap_err();
+    let size = layers["layers"][0]["size"].as_u64().unwrap();
+    assert!(
+        error.contains(&format!("has {} bytes", size + 1)),
+        "{error}"
+    );
+}
