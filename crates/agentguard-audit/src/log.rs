@@ -215,8 +215,7 @@ impl AuditSink for AuditLog {
         self.inner.record(event)
     }
 
-    /// At once in flush and buffered modes while neither this handle's mutex nor the file's
-    /// lock is held elsewhere (the seal and one `write`, or none while buffering).
+    /// At once in flush and buffered modes while neither the mutex nor the file lock is held.
     fn try_record_now(&self, event: Event) -> Attempt {
         self.inner.try_record_now(event)
     }
@@ -282,8 +281,10 @@ impl Inner {
     }
 
     fn try_record_now(&self, event: Event) -> Attempt {
+        if self.durability == Durability::Fsync {
+            return Attempt::WouldWait(event);
+        }
         let mut state = match self.state.try_lock() {
-            _ if self.durability == Durability::Fsync => return Attempt::WouldWait(event),
             Ok(state) => state,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return Attempt::WouldWait(event),

@@ -77,12 +77,19 @@ pub(crate) fn open(root: &Path) -> Result<PathBuf, String> {
 
 /// The entry of image `id` (bare hex), if the cache holds a complete one.
 pub(crate) fn lookup(images: &Path, id: &str) -> Option<Entry> {
-    let dir = images.join(id);
-    let text = std::fs::read_to_string(dir.join("image.json")).ok()?;
-    let meta: Value = serde_json::from_str(&text).ok()?;
+    let meta = meta(images, id)?;
     meta["env"].as_array()?;
     let env = strings(&meta["env"]);
-    Some(Entry { dir, env })
+    Some(Entry {
+        dir: images.join(id),
+        env,
+    })
+}
+
+/// The `image.json` of entry `id`, when it has a readable one.
+fn meta(images: &Path, id: &str) -> Option<Value> {
+    let text = std::fs::read_to_string(images.join(id).join("image.json")).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// The strings of a JSON array (none when it is not one).
@@ -95,17 +102,15 @@ pub(crate) fn strings(value: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A folder an entry is built in, removed on drop unless it was put in place.
 /// The layout directory an entry was unpacked from (`oci:PATH`), when it was.
 pub(crate) fn layout_of(images: &Path, id: &str) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(images.join(id).join("image.json")).ok()?;
-    let meta: Value = serde_json::from_str(&text).ok()?;
-    meta["source"]
+    meta(images, id)?["source"]
         .as_str()?
         .strip_prefix("oci:")
         .map(PathBuf::from)
 }
 
+/// A folder an entry is built in, removed on drop unless it was put in place.
 pub(crate) struct Building {
     pub(crate) dir: PathBuf,
     placed: bool,
