@@ -69,14 +69,23 @@ pub(crate) const MIN_READ_RATE: u64 = 16 * 1024;
 /// it), only its own writes: with the queue bounded, a reader that takes at least
 /// `MIN_READ_RATE` makes room for a write well within every idle timeout, and the last bytes
 /// left queued when the upstream goes quiet are read before the tunnel could be idle. The
-/// default idle timeout (300 s) allows 2.4 MB: a TCP buffer already larger (on loopback the
-/// kernel starts near 4 MB) is lowered to it, a smaller one is left to autotuning. A UNIX
-/// socket (the relay of a `network = "egress"` run) has 208 KiB by default and no autotuning;
-/// it is raised toward the bound, at most [`UNIX_QUEUE`]: the relay's downloads went from 0.89
-/// to 0.98 and 1.02 of the host client's (`cargo xtask bench egress`, docs/PERFORMANCE.md).
+/// default idle timeout (300 s) allows 2.4 MB.
+///
+/// On TCP the bound is `TCP_NOTSENT_LOWAT`: the kernel takes a write only while fewer bytes
+/// than the bound wait unsent, whatever its send buffer (on loopback it starts near 4 MB), so
+/// bytes sent and not yet acknowledged, the network's share, are not held back. Lowering
+/// `SO_SNDBUF` instead, as before, bounded both and cost the tunnel 10% of its throughput on
+/// loopback (docs/PERFORMANCE.md); it stays as the fallback if the option is refused. A UNIX
+/// socket (the relay of a `network = "egress"` run) has only its send buffer: 208 KiB by
+/// default and no autotuning; it is raised toward the bound, at most [`UNIX_QUEUE`]: the
+/// relay's downloads went from 0.89 to 0.98 and 1.02 of the host client's (`cargo xtask bench
+/// egress`, docs/PERFORMANCE.md).
 pub(crate) fn bound_send_queue<S: Socket>(socket: &S, idle: Duration) {
     let most = (idle.as_millis() as u64).saturating_mul(MIN_READ_RATE) / 2000;
     let most = usize::try_from(most).unwrap_or(usize::MAX);
+    if !S::UNIX && set_unsent_bound(socket, most).is_ok() {
+        return;
+    }
     let Ok(now) = rustix::net::sockopt::socket_send_buffer_size(socket) else {
         return;
     };
@@ -87,6 +96,12 @@ pub(crate) fn bound_send_queue<S: Socket>(socket: &S, idle: Duration) {
         // The kernel doubles what it is asked for (and keeps a floor of about 4 KiB).
         let _ = rustix::net::sockopt::set_socket_send_buffer_size(socket, (wanted / 2).max(2048));
     }
+}
+
+/// Sets `TCP_NOTSENT_LOWAT` to `most` bytes (the kernel reads it as an `int`).
+fn set_unsent_bound(socket: &impl AsFd, most: usize) -> io::Result<()> {
+    let most = u32::try_from(most.min(i32::MAX as usize)).unwrap_or(i32::MAX as u32);
+    socket2::SockRef::from(socket).set_tcp_notsent_lowat(most)
 }
 
 /// How often a write that waits for a socket to be writable is tried anyway.
@@ -155,16 +170,21 @@ mod tests {
         assert_eq!(socket_send_buffer_size(&socket).unwrap(), 8192);
     }
 
-    /// A TCP socket's buffer below the bound is left to the kernel's autotuning.
+    /// A TCP socket keeps its send buffer (on loopback the kernel starts near 4 MB) and
+    /// bounds only what it has not sent: 2.4 MB with the default idle timeout, 8 KiB with 1 s.
     #[tokio::test]
-    async fn a_tcp_send_buffer_below_the_bound_is_left_alone() {
+    async fn a_tcp_socket_bounds_what_waits_unsent_and_keeps_its_buffer() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let socket = TcpStream::connect(listener.local_addr().unwrap())
             .await
             .unwrap();
-        set_socket_send_buffer_size(&socket, 50_000).unwrap();
         let before = socket_send_buffer_size(&socket).unwrap();
+        let unsent = || socket2::SockRef::from(&socket).tcp_notsent_lowat().unwrap();
         bound_send_queue(&socket, Duration::from_secs(300));
+        assert_eq!(socket_send_buffer_size(&socket).unwrap(), before);
+        assert_eq!(unsent(), 300 * 16 * 1024 / 2);
+        bound_send_queue(&socket, Duration::from_secs(1));
+        assert_eq!(unsent(), 8192);
         assert_eq!(socket_send_buffer_size(&socket).unwrap(), before);
     }
 }
