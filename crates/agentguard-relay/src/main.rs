@@ -25,7 +25,7 @@
 //! fails with EINVAL, ENOSYS or EOPNOTSUPP), or no pipe can be made, that direction falls back
 //! to a copy through a 256 KiB buffer; `AGENTGUARD_RELAY_COPY=1` forces the copy (for tests).
 //!
-//! Usage: `agentguard-relay --receipt UID:GID [PORT SOCKET | --cluster] -- ARGV...`
+//! Usage: `agentguard-relay --receipt UID:GID [--seccomp] [PORT SOCKET | --cluster] -- ARGV...`
 //! (`--cluster`: in a cluster's pod, whose NetworkPolicy confines its network; the pod's
 //! PID 1 is its pause container, and the relay reaps its own children only).
 
@@ -71,15 +71,20 @@ fn main() -> ExitCode {
 fn usage() -> ExitCode {
     let _ = writeln!(
         io::stderr(),
-        "agentguard-relay: usage: agentguard-relay --receipt UID:GID [PORT SOCKET | --cluster] -- ARGV..."
+        "agentguard-relay: usage: agentguard-relay --receipt UID:GID [--seccomp] [PORT SOCKET | --cluster] -- ARGV..."
     );
     ExitCode::from(125)
 }
 
-/// `--receipt UID:GID` and then `-- ARGV` (a `network = "none"` run), `--cluster -- ARGV` (a
+/// `--receipt UID:GID`, `--seccomp` if the run's seccomp filter must show, and then `-- ARGV`
+/// (a `network = "none"` run), `--cluster -- ARGV` (a
 /// cluster's pod) or `PORT SOCKET -- ARGV` (an egress run, its proxy's socket checked too):
 /// the receipt, and only when it holds, the command (behind the relay for egress).
 fn with_receipt(ids: &str, rest: &[String]) -> ExitCode {
+    let (seccomp, rest) = match rest {
+        [flag, rest @ ..] if flag == "--seccomp" => (true, rest),
+        rest => (false, rest),
+    };
     let (socket, cluster, argv) = match rest {
         [dash, argv @ ..] if dash == "--" => (None, false, argv),
         [cluster, dash, argv @ ..] if cluster == "--cluster" && dash == "--" => (None, true, argv),
@@ -89,7 +94,7 @@ fn with_receipt(ids: &str, rest: &[String]) -> ExitCode {
     if argv.is_empty() {
         return usage();
     }
-    match expect(ids, socket.map(|(_, s)| s.as_str()), cluster) {
+    match expect(ids, socket.map(|(_, s)| s.as_str()), cluster, seccomp) {
         Some(expect) if receipt::give(&expect) => match socket {
             Some((port, socket)) => relay(port, socket, argv, Some(expect.ids())),
             None => supervise(argv, Some(expect.ids()), None),
@@ -102,13 +107,19 @@ fn with_receipt(ids: &str, rest: &[String]) -> ExitCode {
 const ISOLATION_FAILED: u8 = 125;
 
 /// What the receipt expects, from `UID:GID`.
-fn expect<'a>(ids: &str, socket: Option<&'a str>, cluster: bool) -> Option<receipt::Expect<'a>> {
+fn expect<'a>(
+    ids: &str,
+    socket: Option<&'a str>,
+    cluster: bool,
+    seccomp: bool,
+) -> Option<receipt::Expect<'a>> {
     let (uid, gid) = ids.split_once(':')?;
     Some(receipt::Expect {
         uid: uid.parse().ok()?,
         gid: gid.parse().ok()?,
         socket,
         cluster,
+        seccomp,
     })
 }
 

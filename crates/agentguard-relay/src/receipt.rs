@@ -12,6 +12,10 @@
 //!   kernel is asked with `prctl(PR_GET_NO_NEW_PRIVS)`, and the receipt says which);
 //! - `root_read_only`: the root file system is mounted read-only (`statvfs` saying so; where
 //!   it does not, as under gVisor, the last mount at `/` in `/proc/self/mountinfo`);
+//! - `seccomp` (when asked, `--seccomp`: runs whose runtime agentguard calls itself): a
+//!   seccomp filter is in force (`Seccomp: 2` in `/proc/self/status`), so a runtime that
+//!   skips the filter it was given (one built without seccomp support does so silently) is
+//!   refused;
 //! - `proxy` (egress runs): the egress proxy accepts on its socket.
 //!
 //! In a cluster's pod (`--cluster`) the network is the pod's own, confined by the run's
@@ -46,6 +50,8 @@ pub(crate) struct Expect<'a> {
     pub(crate) socket: Option<&'a str>,
     /// A cluster's pod: the network is the pod's, confined by a NetworkPolicy.
     pub(crate) cluster: bool,
+    /// The run was given a seccomp filter that must show in force.
+    pub(crate) seccomp: bool,
 }
 
 impl Expect<'_> {
@@ -80,6 +86,9 @@ pub(crate) fn take(root: &Path, expect: &Expect<'_>) -> Vec<Check> {
         no_new_privs(&status),
         root_read_only(root),
     ];
+    if expect.seccomp {
+        checks.push(seccomp(&status));
+    }
     if let Some(socket) = expect.socket {
         checks.push(proxy(socket));
     }
@@ -176,6 +185,14 @@ fn ids(status: &str, expect: &Expect<'_>) -> Check {
         ok,
         format!("uid {} gid {}", uids.join("/"), gids.join("/")),
     )
+}
+
+fn seccomp(status: &str) -> Check {
+    match field(status, "Seccomp:").as_deref() {
+        Some(["2"]) => check("seccomp", true, "filter (mode 2)"),
+        Some([mode]) => check("seccomp", false, format!("mode {mode}: no filter in force")),
+        _ => check("seccomp", false, "no Seccomp: line in /proc/self/status"),
+    }
 }
 
 fn capabilities(status: &str) -> Check {

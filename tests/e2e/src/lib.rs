@@ -17,7 +17,7 @@ use std::process::{Command, Output, Stdio};
 use agentguard_container::{
     ContainerExecutor, ContainerSpec, ContainerSpecBuilder, Engine, EngineKind, RunResult,
 };
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 
 /// The probe, run with `sh -c` inside the container.
 pub const PROBE: &str = include_str!("../probe.sh");
@@ -253,6 +253,14 @@ pub fn output(program: &str, args: &[&str]) -> Result<Output> {
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("starting {program}"))
+}
+
+/// The absolute path of `program` on `PATH`.
+pub fn which(program: &str) -> Result<String> {
+    let out = output("sh", &["-c", &format!("command -v {program}")])?;
+    let path = stdout_text(&out);
+    ensure!(path.starts_with('/'), "{program} is not on PATH");
+    Ok(path)
 }
 
 /// Text of stdout, trimmed.

@@ -49,7 +49,7 @@ fn dry_run_shows_the_runtime_command_and_the_hardened_config_and_creates_nothing
     assert_eq!(process["user"]["uid"], 65534);
     let args = process["args"].to_string();
     assert!(
-        args.contains(r#""--receipt","65534:65534","--","python3","-m","pytest""#),
+        args.contains(r#""--receipt","65534:65534","--seccomp","--","python3","-m","pytest""#),
         "{args}"
     );
     assert!(process["env"].to_string().contains("CI=1"));

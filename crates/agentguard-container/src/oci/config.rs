@@ -80,7 +80,14 @@ impl ContainerSpec {
     ) -> Result<Spec> {
         let argv = invocation.argv();
         let ids = self.user.to_string();
-        let mut args = vec![RELAY_TARGET.to_owned(), "--receipt".to_owned(), ids];
+        // The runtime is given a seccomp filter: the receipt requires it in force, so a
+        // runtime that skips it (one built without seccomp support does so silently) is refused.
+        let mut args = vec![
+            RELAY_TARGET.to_owned(),
+            "--receipt".to_owned(),
+            ids,
+            "--seccomp".to_owned(),
+        ];
         let mut env = environment(input.image_env, &self.environment);
         let mut mounts = base_mounts(self.tmpfs_size.bytes());
         match (&identity.relay, &identity.receipt) {
@@ -223,7 +230,11 @@ impl ContainerSpec {
             .masked_paths(strings(MASKED_PATHS))
             .readonly_paths(strings(READONLY_PATHS))
             .seccomp(input.seccomp.clone())
-            .rootfs_propagation("rprivate")
+            // The runtime spec's value (`rprivate` is runc's alone, and youki refuses it):
+            // youki applies it recursively; runc makes `/` private and the root's parent
+            // mount private itself, and binds the root anew, so no mount event propagates
+            // between the host and the container's tree either way.
+            .rootfs_propagation("private")
             .build()
             .map_err(spec_error)
     }

@@ -22,6 +22,7 @@ const EXPECT: Expect<'static> = Expect {
     gid: 65534,
     socket: None,
     cluster: false,
+    seccomp: false,
 };
 
 /// A fake root with `files` (relative path, text) under `proc/`.
@@ -169,6 +170,37 @@ fn gvisor_without_the_no_new_privs_line_asks_the_kernel_and_says_so() {
     assert!(c.observed.ends_with("(prctl)"), "{c:?}");
     // This test process has not set it: the kernel's answer is used, never a skip.
     assert_eq!(c.ok, c.observed.starts_with('1'), "{c:?}");
+}
+
+/// Asked for (a runtime agentguard calls itself), the filter must show as mode 2; a runtime
+/// that skipped it (mode 0) or a status without the line fails the check by name. Not asked
+/// for (the engines, where gVisor shows 0 beneath its own kernel), there is no such check.
+#[test]
+fn a_seccomp_filter_is_required_only_when_asked_for() {
+    let asked = Expect {
+        seccomp: true,
+        ..EXPECT
+    };
+    let status = |mode: &str| format!("{STATUS}Seccomp:\t{mode}\nSeccomp_filters:\t1\n");
+    for (text, ok, observed) in [
+        (status("2"), true, "filter (mode 2)"),
+        (status("0"), false, "mode 0: no filter in force"),
+        (STATUS.to_owned(), false, "no Seccomp: line"),
+    ] {
+        let mut files = good();
+        files.retain(|(p, _)| *p != "self/status");
+        files.push(("self/status", text));
+        let borrowed: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+        let dir = tree(&borrowed);
+        let c = take(dir.path(), &asked)
+            .into_iter()
+            .find(|c| c.name == "seccomp")
+            .unwrap();
+        assert_eq!(c.ok, ok, "{c:?}");
+        assert!(c.observed.starts_with(observed), "{c:?}");
+        let unasked = take(dir.path(), &EXPECT);
+        assert!(unasked.iter().all(|c| c.name != "seccomp"), "{unasked:?}");
+    }
 }
 
 #[test]

@@ -11,6 +11,7 @@ mod limits;
 mod mcp;
 mod oci;
 mod oci_layout;
+mod oci_runtime;
 mod params;
 mod receipt;
 mod rootless;

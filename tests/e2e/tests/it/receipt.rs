@@ -8,7 +8,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use agentguard_e2e::Folder;
+use agentguard_e2e::{Folder, which};
 use anyhow::{Context, Result, ensure};
 
 use crate::combo_or_skip;
@@ -211,14 +211,4 @@ fn the_relay_is_pid_1_reaps_orphans_and_passes_the_status_on() -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The engine program on PATH.
-fn which(program: &str) -> Result<String> {
-    let out = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()?;
-    let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    ensure!(!path.is_empty(), "{program} is not on PATH");
-    Ok(path)
 }

@@ -100,6 +100,7 @@ fn the_bundle_is_hardened_as_the_engines_are() {
             RELAY_TARGET,
             "--receipt",
             "65534:65534",
+            "--seccomp",
             "3128",
             PROXY_SOCKET_TARGET,
             "--",
@@ -195,11 +196,12 @@ fn gvisor_gets_four_times_the_pids_and_a_run_without_the_relay_is_refused() {
     assert_eq!(runsc["linux"]["resources"]["pids"]["limit"], 512);
     let args = runsc["process"]["args"].as_array().unwrap();
     assert_eq!(
-        args[..4],
+        args[..5],
         [
             json!(RELAY_TARGET),
             json!("--receipt"),
             json!("65534:65534"),
+            json!("--seccomp"),
             json!("--")
         ]
     );
