@@ -77,9 +77,9 @@ fn usage() -> ExitCode {
 }
 
 /// `--receipt UID:GID`, `--seccomp` if the run's seccomp filter must show, and then `-- ARGV`
-/// (a `network = "none"` run), `--cluster -- ARGV` (a
-/// cluster's pod) or `PORT SOCKET -- ARGV` (an egress run, its proxy's socket checked too):
-/// the receipt, and only when it holds, the command (behind the relay for egress).
+/// (a `network = "none"` run), `--cluster -- ARGV` (a cluster's pod) or `PORT SOCKET -- ARGV`
+/// (an egress run, its proxy's socket checked too): the receipt, and only when it holds, the
+/// command (behind the relay for egress).
 fn with_receipt(ids: &str, rest: &[String]) -> ExitCode {
     let (seccomp, rest) = match rest {
         [flag, rest @ ..] if flag == "--seccomp" => (true, rest),
