@@ -100,7 +100,7 @@ pub(crate) fn bound_send_queue<S: Socket>(socket: &S, idle: Duration) {
 
 /// Sets `TCP_NOTSENT_LOWAT` to `most` bytes (the kernel reads it as an `int`).
 fn set_unsent_bound(socket: &impl AsFd, most: usize) -> io::Result<()> {
-    let most = u32::try_from(most.min(i32::MAX as usize)).unwrap_or(i32::MAX as u32);
+    let most = most.min(i32::MAX as usize) as u32;
     socket2::SockRef::from(socket).set_tcp_notsent_lowat(most)
 }
 
