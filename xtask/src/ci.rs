@@ -8,14 +8,125 @@
 //! nothing here), imported into Docker and Podman and run read-only as 65534 with no
 //! capability, `--version`, and no `/bin/sh`. The release tarball (`cargo xtask dist`) packs
 //! the same binary and is not built here.
+//!
+//! CI must finish within 60 minutes on a fresh 2-core machine, so every step's wall time is
+//! printed when it ends and all of them again at the end (or at the failing step).
+
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
 use crate::{cmd, e2e, fuzz, k8s, python, release, setup};
 
+/// The steps' wall times and how busy the machine's cores were, printed as each ends and as a
+/// table at the end: a step that leaves cores idle is one whose wait can overlap another's work.
+struct Clock {
+    start: Instant,
+    steps: Vec<(&'static str, Duration, Option<f64>)>,
+}
+
+impl Clock {
+    fn step(&mut self, name: &'static str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+        let start = Instant::now();
+        let before = cpu_ticks();
+        let result = f();
+        let took = start.elapsed();
+        let busy = before.zip(cpu_ticks()).and_then(|((b0, t0), (b1, t1))| {
+            (t1 > t0).then(|| (b1 - b0) as f64 / (t1 - t0) as f64)
+        });
+        self.steps.push((name, took, busy));
+        println!(
+            "== ci: {name} took {}, cores {} busy ({} since the start)",
+            minutes(took),
+            percent(busy),
+            minutes(self.start.elapsed())
+        );
+        if result.is_err() {
+            self.table();
+        }
+        result
+    }
+
+    fn table(&self) {
+        println!("== ci: wall time per step, and how busy the cores were");
+        for (name, took, busy) in &self.steps {
+            println!("   {:>9}  {:>4}  {name}", minutes(*took), percent(*busy));
+        }
+        println!("   {:>9}        in all", minutes(self.start.elapsed()));
+    }
+}
+
+/// The machine's (busy, total) CPU ticks from `/proc/stat`'s first line; `None` off Linux.
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+    let total: u64 = fields.iter().sum();
+    let idle = fields.get(3)? + fields.get(4)?;
+    Some((total - idle, total))
+}
+
+fn percent(share: Option<f64>) -> String {
+    share.map_or_else(|| "?".to_owned(), |s| format!("{:.0}%", s * 100.0))
+}
+
+/// `12 min 05 s`.
+fn minutes(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{} min {:02} s", s / 60, s % 60)
+}
+
 pub(crate) fn run() -> Result<()> {
-    setup::run()?;
-    cmd::disk_report();
+    let mut clock = Clock {
+        start: Instant::now(),
+        steps: Vec::new(),
+    };
+    clock.step("setup", || setup::run().map(|_| cmd::disk_report()))?;
+    clock.step("formatting and clippy", lint)?;
+    clock.step("workspace tests", || {
+        println!("== ci: workspace tests");
+        // The kubectl executor's tests need kmock (the venv setup made) and kubectl: never
+        // skipped here.
+        cmd::run_with(
+            &cmd::root(),
+            &[("AGENTGUARD_REQUIRE_KMOCK", "1")],
+            "cargo",
+            &["test", "--workspace", "--locked"],
+        )
+    })?;
+    clock.step("k8s manifests", k8s::run)?;
+    clock.step("fuzz", || {
+        fuzz::run(&["--seconds".to_owned(), "30".to_owned()])?;
+        // The fuzz build (sanitizers, nightly) is used by nothing after it: give its disk back.
+        cmd::remove_dir(&cmd::root().join("fuzz/target"))?;
+        cmd::disk_report();
+        Ok(())
+    })?;
+    clock.step("e2e", || {
+        e2e::run(&["--require".to_owned(), "docker,podman,oci,runsc".to_owned()])?;
+        cmd::disk_report();
+        Ok(())
+    })?;
+    // The Python package: one abi3 wheel, its tests on CPython 3.9 and 3.13 (docker+runsc).
+    clock.step("python wheel and tests", python::tests)?;
+    clock.step("python from source", python::from_source)?;
+    // README's Install section: cargo install --locked, its version and its size.
+    clock.step("cargo install", release::install_check)?;
+    // The cluster's proxy image, built and run hardened in both engines.
+    clock.step("proxy image", release::proxy_image)?;
+    clock.table();
+    println!("== ci: all checks passed");
+    Ok(())
+}
+
+fn lint() -> Result<()> {
     println!("== ci: formatting");
     cmd::run("cargo", &["fmt", "--all", "--", "--check"])?;
     println!("== ci: clippy (warnings are errors)");
@@ -30,28 +141,5 @@ pub(crate) fn run() -> Result<()> {
             "-D",
             "warnings",
         ],
-    )?;
-    println!("== ci: workspace tests");
-    // The kubectl executor's tests need kmock (the venv setup made) and kubectl: never skipped here.
-    cmd::run_with(
-        &cmd::root(),
-        &[("AGENTGUARD_REQUIRE_KMOCK", "1")],
-        "cargo",
-        &["test", "--workspace", "--locked"],
-    )?;
-    k8s::run()?;
-    fuzz::run(&["--seconds".to_owned(), "30".to_owned()])?;
-    // The fuzz build (sanitizers, nightly) is used by nothing after it: give its disk back.
-    cmd::remove_dir(&cmd::root().join("fuzz/target"))?;
-    cmd::disk_report();
-    e2e::run(&["--require".to_owned(), "docker,podman,oci,runsc".to_owned()])?;
-    cmd::disk_report();
-    // The Python package: one abi3 wheel, its tests on CPython 3.9 and 3.13 (docker+runsc).
-    python::run()?;
-    // README's Install section: cargo install --locked, its version and its size.
-    release::install_check()?;
-    // The cluster's proxy image, built and run hardened in both engines.
-    release::proxy_image()?;
-    println!("== ci: all checks passed");
-    Ok(())
+    )
 }

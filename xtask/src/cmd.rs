@@ -26,6 +26,16 @@ fn target_dir_from(var: Option<std::ffi::OsString>) -> PathBuf {
     }
 }
 
+/// This machine's target triple, as rustc names it.
+pub(crate) fn host_triple() -> Result<String> {
+    let out = output("rustc", &["-vV"])?;
+    stdout_text(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(str::to_owned)
+        .context("rustc -vV printed no host line")
+}
+
 /// Builds the debug `agentguard` binary (what e2e and the demo run); returns its path.
 pub(crate) fn debug_binary() -> Result<PathBuf> {
     run(

@@ -5,7 +5,11 @@
 //! corpus stays out of git. A crash fails the task and leaves its input in
 //! `fuzz/artifacts/TARGET/`, to become a regression test.
 
-use anyhow::{Result, bail};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result, anyhow, bail};
 
 use crate::cmd;
 
@@ -44,17 +48,76 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if targets.is_empty() {
         targets = TARGETS.to_vec();
     }
-    println!("== fuzz: {} targets, {seconds} s each", targets.len());
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "== fuzz: {} targets, {seconds} s each, {workers} at a time",
+        targets.len()
+    );
     let fuzz = cmd::root().join("fuzz");
     cmd::run_in(&fuzz, "cargo", &["+nightly", "fuzz", "build"])?;
-    for target in targets {
-        let corpus = format!("corpus/{target}");
-        let time = format!("-max_total_time={seconds}");
-        cmd::run_in(
-            &fuzz,
-            "cargo",
-            &["+nightly", "fuzz", "run", target, &corpus, "--", &time],
-        )?;
+    // libFuzzer runs on one core: one target per core keeps every second of fuzzing and
+    // takes a fraction of the wall time (CI's 60 minutes).
+    let queue = Mutex::new(targets.into_iter());
+    let failures: Vec<anyhow::Error> = std::thread::scope(|scope| {
+        let runners: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| -> Result<()> {
+                    loop {
+                        let next = queue.lock().map_err(|_| anyhow!("fuzz queue"))?.next();
+                        let Some(target) = next else { return Ok(()) };
+                        fuzz_one(&fuzz, target, seconds)?;
+                    }
+                })
+            })
+            .collect();
+        runners
+            .into_iter()
+            .filter_map(|r| {
+                r.join()
+                    .unwrap_or_else(|_| Err(anyhow!("a fuzz runner panicked")))
+                    .err()
+            })
+            .collect()
+    });
+    match failures.into_iter().next() {
+        Some(first) => Err(first),
+        None => Ok(()),
     }
+}
+
+/// One target for `seconds`: its last line of statistics on success, all of libFuzzer's
+/// output and the crash's artifact path on failure.
+fn fuzz_one(fuzz: &Path, target: &str, seconds: u64) -> Result<()> {
+    let corpus = format!("corpus/{target}");
+    let time = format!("-max_total_time={seconds}");
+    let args = ["+nightly", "fuzz", "run", target, &corpus, "--", &time];
+    let out = Command::new("cargo")
+        .args(args)
+        .current_dir(fuzz)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("starting cargo fuzz run {target}"))?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        println!(
+            "$ cargo {}\n{}{said}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        bail!(
+            "fuzz target {target} failed ({}): its input is in fuzz/artifacts/{target}/",
+            out.status
+        );
+    }
+    let last = said
+        .lines()
+        .rev()
+        // libFuzzer's last statistics line: `#RUNS DONE cov: ... exec/s: ...`.
+        .find(|l| {
+            l.strip_prefix('#')
+                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .unwrap_or("(no statistics line)");
+    println!("   {target}: {last}");
     Ok(())
 }

@@ -22,19 +22,9 @@ pub(crate) fn proxy_image_tag() -> String {
 
 const CA_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 
-/// This machine's target triple, as rustc names it.
-fn host_triple() -> Result<String> {
-    let out = cmd::output("rustc", &["-vV"])?;
-    cmd::stdout_text(&out)
-        .lines()
-        .find_map(|l| l.strip_prefix("host: "))
-        .map(str::to_owned)
-        .context("rustc -vV printed no host line")
-}
-
 /// Builds the static release binary; returns its path and the target triple.
 pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
-    let triple = host_triple()?;
+    let triple = cmd::host_triple()?;
     println!("== release: a static agentguard for {triple} (crt-static)");
     // With --target, the flag reaches only the target's crates, never build scripts or
     // proc macros (which cannot be static).
