@@ -26,6 +26,15 @@ fn target_dir_from(var: Option<std::ffi::OsString>) -> PathBuf {
     }
 }
 
+/// The cargo target folder of one kind of release build of what is shipped: `static` (the
+/// crt-static binary), `wheel` (maturin with zig's linker) and `host` (`cargo install` and the
+/// wheel built from source, which share what they can). Each kind builds with its own flags,
+/// which would make one folder rebuild everything at every switch; and none holds the lock of
+/// `target/`, so CI builds them while the tests build and run there.
+pub(crate) fn ship_dir(kind: &str) -> PathBuf {
+    target_dir().join("ship").join(kind)
+}
+
 /// This machine's target triple, as rustc names it.
 pub(crate) fn host_triple() -> Result<String> {
     let out = output("rustc", &["-vV"])?;

@@ -60,6 +60,7 @@ fn main() -> ExitCode {
         Some("setup") => setup::run().map(|_| ()),
         Some("e2e") => e2e::run(&args[1..]),
         Some("ci") => ci::run(),
+        Some("ci-release-builds") => ci::release_builds(),
         Some("demo") => demo::run(),
         Some("tidy") => tidy::run(),
         Some("fuzz") => fuzz::run(&args[1..]),

@@ -66,9 +66,13 @@ pub(crate) fn wheel() -> Result<PathBuf> {
     // maturin finds zig as `python3 -m ziglang`: the venv's python first on PATH.
     let python = PY313.bin("python");
     let path = path_with(python.parent().context("the venv's bin folder")?);
+    let target = cmd::ship_dir("wheel");
     cmd::run_with(
         &cmd::root(),
-        &[("PATH", &path)],
+        &[
+            ("PATH", &path),
+            ("CARGO_TARGET_DIR", &target.to_string_lossy()),
+        ],
         &PY313.bin("maturin").to_string_lossy(),
         &[
             "build",
@@ -189,9 +193,13 @@ pub(crate) fn from_source() -> Result<()> {
     // From the repository's root, as a user types it in the activated venv (the backend runs
     // the venv's `maturin` from PATH).
     let path = path_with(&dir.join("bin"));
+    let target = cmd::ship_dir("host");
     pip_install_with(
         &python,
-        &[("PATH", &path)],
+        &[
+            ("PATH", &path),
+            ("CARGO_TARGET_DIR", &target.to_string_lossy()),
+        ],
         &["--no-index", "--no-build-isolation", &format!("./{CRATE}")],
     )?;
     let check = "from agentguard import errors\n\

@@ -28,9 +28,13 @@ pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
     println!("== release: a static agentguard for {triple} (crt-static)");
     // With --target, the flag reaches only the target's crates, never build scripts or
     // proc macros (which cannot be static).
+    let target = cmd::ship_dir("static");
     cmd::run_with(
         &cmd::root(),
-        &[("RUSTFLAGS", "-C target-feature=+crt-static")],
+        &[
+            ("RUSTFLAGS", "-C target-feature=+crt-static"),
+            ("CARGO_TARGET_DIR", &target.to_string_lossy()),
+        ],
         "cargo",
         &[
             "build",
@@ -43,7 +47,7 @@ pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
             &triple,
         ],
     )?;
-    let built = cmd::target_dir().join(&triple).join("release/agentguard");
+    let built = target.join(&triple).join("release/agentguard");
     // The release profile has no debug info; what is shipped has no symbols either.
     let binary = cmd::target_dir().join("xtask/agentguard-static");
     fs::create_dir_all(cmd::target_dir().join("xtask"))?;
@@ -62,7 +66,7 @@ pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
 const MAX_INSTALLED_BYTES: u64 = 25 << 20;
 
 /// What README's Install section says, checked: `cargo install --locked` of the CLI into a
-/// fresh root (sharing the target folder, so it rebuilds only what differs), its `--version`,
+/// fresh root (in the `host` build folder, shared with the wheel built from source), its `--version`,
 /// and its size against [`MAX_INSTALLED_BYTES`].
 pub(crate) fn install_check() -> Result<()> {
     println!("== release: cargo install --locked, as README's Install section says");
@@ -70,7 +74,7 @@ pub(crate) fn install_check() -> Result<()> {
     if root.exists() {
         fs::remove_dir_all(&root)?;
     }
-    let target = cmd::target_dir();
+    let target = cmd::ship_dir("host");
     cmd::run_with(
         &cmd::root(),
         &[("CARGO_TARGET_DIR", &target.to_string_lossy())],
