@@ -26,9 +26,9 @@ fn target_dir_from(var: Option<std::ffi::OsString>) -> PathBuf {
     }
 }
 
-/// The cargo target folder of one kind of release build of what is shipped: `static` (the
-/// crt-static binary), `wheel` (maturin with zig's linker) and `host` (`cargo install` and the
-/// wheel built from source, which share what they can). Each kind builds with its own flags,
+/// The cargo target folder of one kind of release build of what is shipped: `wheel` (maturin
+/// with zig's linker) and `host` (`cargo install`, the static binary and the wheel built from
+/// source, which share what they can). Each kind builds with its own flags,
 /// which would make one folder rebuild everything at every switch; and none holds the lock of
 /// `target/`, so CI builds them while the tests build and run there.
 pub(crate) fn ship_dir(kind: &str) -> PathBuf {

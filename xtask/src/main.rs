@@ -20,6 +20,7 @@ mod netpol;
 mod python;
 mod release;
 mod setup;
+mod ship;
 mod tidy;
 
 use std::process::ExitCode;
@@ -60,7 +61,7 @@ fn main() -> ExitCode {
         Some("setup") => setup::run().map(|_| ()),
         Some("e2e") => e2e::run(&args[1..]),
         Some("ci") => ci::run(),
-        Some("ci-release-builds") => ci::release_builds(),
+        Some("ci-release-builds") => ship::release_builds(),
         Some("demo") => demo::run(),
         Some("tidy") => tidy::run(),
         Some("fuzz") => fuzz::run(&args[1..]),

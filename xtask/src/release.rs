@@ -1,9 +1,10 @@
 //! What is shipped: one static `agentguard` binary, as the cluster's proxy image
 //! (`cargo xtask image proxy`) and as a tarball to copy onto a machine (`cargo xtask dist`).
 //!
-//! The binary is the CLI built in release mode with the C library linked statically (the
-//! relay's crt-static technique, `crates/agentguard-sandbox/build.rs`), checked to be a static
-//! executable by the same check the relay gets. The image holds that binary, an `/etc/passwd`
+//! The binary is the CLI built in release mode with the C library linked statically
+//! (crt-static, given to the final crate alone, so it shares every other crate with README's
+//! `cargo install` build in `target/ship/host`), checked to be a static executable by the same
+//! check the relay gets. The image holds that binary, an `/etc/passwd`
 //! and `/etc/group` line for 65534, the CA roots, and nothing else: no shell, no package
 //! manager. It is imported into Docker and Podman without a registry, and each is checked by
 //! running it read-only as 65534 with every capability dropped and no network.
@@ -26,28 +27,34 @@ const CA_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
     let triple = cmd::host_triple()?;
     println!("== release: a static agentguard for {triple} (crt-static)");
-    // With --target, the flag reaches only the target's crates, never build scripts or
-    // proc macros (which cannot be static).
-    let target = cmd::ship_dir("static");
+    // The C library is linked statically into the binary alone: `cargo rustc` gives the flag
+    // to the final crate only, so every crate below it is the release build `cargo install`
+    // makes in the same folder, and the static binary costs one crate and a link instead of
+    // a second build of the tree. That is sound because what crt-static changes is decided at
+    // the final link: the C library's `#[link(cfg(target_feature = "crt-static"))]` attributes,
+    // in `libc` and in the standard library (itself built once, without the flag), are read
+    // with the final crate's features. No build script or proc macro gets the flag (they
+    // cannot be static), and the check below refuses a binary that is not static.
+    let target = cmd::ship_dir("host");
     cmd::run_with(
         &cmd::root(),
-        &[
-            ("RUSTFLAGS", "-C target-feature=+crt-static"),
-            ("CARGO_TARGET_DIR", &target.to_string_lossy()),
-        ],
+        &[("CARGO_TARGET_DIR", &target.to_string_lossy())],
         "cargo",
         &[
-            "build",
+            "rustc",
             "--release",
             "--locked",
             "--quiet",
             "--package",
             "agentguard-cli",
-            "--target",
-            &triple,
+            "--bin",
+            "agentguard",
+            "--",
+            "-C",
+            "target-feature=+crt-static",
         ],
     )?;
-    let built = target.join(&triple).join("release/agentguard");
+    let built = target.join("release/agentguard");
     // The release profile has no debug info; what is shipped has no symbols either.
     let binary = cmd::target_dir().join("xtask/agentguard-static");
     fs::create_dir_all(cmd::target_dir().join("xtask"))?;
