@@ -33,8 +33,11 @@ pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
     // a second build of the tree. That is sound because what crt-static changes is decided at
     // the final link: the C library's `#[link(cfg(target_feature = "crt-static"))]` attributes,
     // in `libc` and in the standard library (itself built once, without the flag), are read
-    // with the final crate's features. No build script or proc macro gets the flag (they
-    // cannot be static), and the check below refuses a binary that is not static.
+    // with the final crate's features. One crate of the tree reads the feature in its code
+    // (resolv-conf, which without it asks the C library's `gethostname` for the host name
+    // instead of reading /proc, and the static C library has that call too). No build script
+    // or proc macro gets the flag (they cannot be static), and the check below refuses a
+    // binary that is not static.
     let target = cmd::ship_dir("host");
     cmd::run_with(
         &cmd::root(),
@@ -73,8 +76,8 @@ pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
 const MAX_INSTALLED_BYTES: u64 = 25 << 20;
 
 /// What README's Install section says, checked: `cargo install --locked` of the CLI into a
-/// fresh root (in the `host` build folder, shared with the wheel built from source), its `--version`,
-/// and its size against [`MAX_INSTALLED_BYTES`].
+/// fresh root (built in the `host` folder, which the static binary and the wheel built from
+/// source share), its `--version`, and its size against [`MAX_INSTALLED_BYTES`].
 pub(crate) fn install_check() -> Result<()> {
     println!("== release: cargo install --locked, as README's Install section says");
     let root = cmd::target_dir().join("xtask/install");
