@@ -56,9 +56,9 @@ impl Clock {
     pub(crate) fn table(&self) {
         println!("== ci: wall time per step, and how busy the cores were");
         for (name, took, busy) in &self.steps {
-            println!("   {:>9}  {:>4}  {name}", minutes(*took), percent(*busy));
+            println!("   {:>12}  {:>4}  {name}", minutes(*took), percent(*busy));
         }
-        println!("   {:>9}        in all", minutes(self.start.elapsed()));
+        println!("   {:>12}        in all", minutes(self.start.elapsed()));
     }
 }
 
