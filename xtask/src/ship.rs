@@ -37,6 +37,8 @@ fn marker(step: &str) -> PathBuf {
 /// crate and a link beside that build), and `pip install ./crates/agentguard-python` into a
 /// fresh venv (checked: an import and a refusal).
 pub(crate) fn release_builds() -> Result<()> {
+    stop_with_parent();
+    std::fs::create_dir_all(folder())?;
     let mut clock = Clock::new();
     clock.step(WHEEL, || python::wheel().map(|_| ()))?;
     std::fs::write(marker(WHEEL), b"")?;
@@ -45,6 +47,23 @@ pub(crate) fn release_builds() -> Result<()> {
     clock.step("python from source", python::from_source)?;
     clock.table();
     Ok(())
+}
+
+/// Ends this child and everything it started (its process group, which [`ReleaseBuilds`]
+/// made for it) once CI is gone: a CI killed by a signal runs no `Drop`, and is seen here as
+/// this process's parent changing (the orphan is adopted by init or a subreaper).
+fn stop_with_parent() {
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            if std::os::unix::process::parent_id() != parent {
+                let group = format!("-{}", std::process::id());
+                let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+                std::process::exit(1);
+            }
+        }
+    });
 }
 
 /// The child running [`release_builds`] under `nice -n 19`, its output in a file (printed when
