@@ -28,6 +28,13 @@ pub(crate) struct Clock {
 }
 
 impl Clock {
+    pub(crate) fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            steps: Vec::new(),
+        }
+    }
+
     pub(crate) fn step(
         &mut self,
         name: &'static str,
@@ -87,15 +94,6 @@ fn percent(share: Option<f64>) -> String {
 fn minutes(d: Duration) -> String {
     let s = d.as_secs();
     format!("{} min {:02} s", s / 60, s % 60)
-}
-
-impl Clock {
-    pub(crate) fn new() -> Self {
-        Self {
-            start: Instant::now(),
-            steps: Vec::new(),
-        }
-    }
 }
 
 pub(crate) fn run() -> Result<()> {

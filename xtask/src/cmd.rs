@@ -35,16 +35,6 @@ pub(crate) fn ship_dir(kind: &str) -> PathBuf {
     target_dir().join("ship").join(kind)
 }
 
-/// This machine's target triple, as rustc names it.
-pub(crate) fn host_triple() -> Result<String> {
-    let out = output("rustc", &["-vV"])?;
-    stdout_text(&out)
-        .lines()
-        .find_map(|l| l.strip_prefix("host: "))
-        .map(str::to_owned)
-        .context("rustc -vV printed no host line")
-}
-
 /// Builds the debug `agentguard` binary (what e2e and the demo run); returns its path.
 pub(crate) fn debug_binary() -> Result<PathBuf> {
     run(

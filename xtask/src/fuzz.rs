@@ -89,10 +89,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             })
             .collect()
     });
-    match failures.into_iter().next() {
-        Some(first) => Err(first),
-        None => Ok(()),
-    }
+    failures.into_iter().next().map_or(Ok(()), Err)
 }
 
 /// One target for `seconds`: its last line of statistics on success, all of libFuzzer's

@@ -23,9 +23,19 @@ pub(crate) fn proxy_image_tag() -> String {
 
 const CA_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 
+/// This machine's target triple, as rustc names it.
+fn host_triple() -> Result<String> {
+    let out = cmd::output("rustc", &["-vV"])?;
+    cmd::stdout_text(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(str::to_owned)
+        .context("rustc -vV printed no host line")
+}
+
 /// Builds the static release binary; returns its path and the target triple.
 pub(crate) fn static_binary() -> Result<(PathBuf, String)> {
-    let triple = cmd::host_triple()?;
+    let triple = host_triple()?;
     println!("== release: a static agentguard for {triple} (crt-static)");
     // The C library is linked statically into the binary alone: `cargo rustc` gives the flag
     // to the final crate only, so every crate below it is the release build `cargo install`

@@ -58,12 +58,17 @@ fn stop_with_parent() {
         loop {
             std::thread::sleep(Duration::from_secs(1));
             if std::os::unix::process::parent_id() != parent {
-                let group = format!("-{}", std::process::id());
-                let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+                kill_group(std::process::id());
                 std::process::exit(1);
             }
         }
     });
+}
+
+/// SIGTERM to the process group `leader` leads (the child and every build it started).
+fn kill_group(leader: u32) {
+    let group = format!("-{leader}");
+    let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
 }
 
 /// The child running [`release_builds`] under `nice -n 19`, its output in a file (printed when
@@ -105,14 +110,13 @@ impl ReleaseBuilds {
     pub(crate) fn wait_for(&mut self, step: &str) -> Result<()> {
         println!("== ci: waiting for the release builds' {step}");
         loop {
+            // The child's state is read before the marker, so a marker left just before the
+            // end still counts.
+            let ended = self.child.try_wait()?;
             if marker(step).exists() {
                 return Ok(());
             }
-            if let Some(status) = self.child.try_wait()? {
-                // The marker may have come just before the end.
-                if marker(step).exists() {
-                    return Ok(());
-                }
+            if let Some(status) = ended {
                 self.print_log();
                 bail!(
                     "the release builds ended ({status}) before their {step}; their output is above"
@@ -145,8 +149,7 @@ impl ReleaseBuilds {
 impl Drop for ReleaseBuilds {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
-            let group = format!("-{}", self.child.id());
-            let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+            kill_group(self.child.id());
             let _ = self.child.wait();
         }
     }
